@@ -1,0 +1,42 @@
+# app-operator developer entry points. Set-up is done by the scripts these targets call.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+.PHONY: help setup run test bench bench-scale cluster-build cluster-up cluster-down crd fmt lint
+
+help: ## List targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+setup: ## Install what the project needs (rustup target, Debian packages, Go-built control plane).
+	hack/setup.sh
+
+run: ## Start the local control plane, install the CRD, run the operator, apply the sample.
+	hack/run.sh
+
+test: ## Run the whole test suite (starts the local control plane if none is running).
+	hack/test.sh
+
+bench: ## Guest call cost benchmark (prints figures).
+	hack/bench.sh
+
+bench-scale: ## Scale benchmark against the local control plane (prints figures).
+	hack/bench-scale.sh
+
+cluster-build: ## Build etcd, kube-*, kubectl and kwok from Go modules (cached under ~/.cache).
+	hack/controlplane/build.sh
+
+cluster-up: ## Start the local control plane (idempotent).
+	hack/controlplane/up.sh
+
+cluster-down: ## Stop the local control plane started by cluster-up.
+	hack/controlplane/down.sh
+
+crd: ## Regenerate config/crd from the Rust types.
+	cargo run --release -q -p app-operator -- crd > config/crd/apps.kudevops.io_appservices.yaml
+
+fmt: ## Format.
+	cargo fmt --all
+
+lint: ## Format check and clippy.
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings

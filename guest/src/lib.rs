@@ -1,0 +1,1 @@
+//! Placeholder: the default guest (issue 2).

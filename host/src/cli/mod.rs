@@ -1,0 +1,48 @@
+//! Command-line interface: one submodule per subcommand.
+
+pub mod crd;
+pub mod inspect;
+pub mod render;
+pub mod run;
+
+use clap::{Parser, Subcommand};
+
+/// app-operator: AppService in, Deployment and Service out, with the policy in a WebAssembly guest.
+#[derive(Debug, Parser)]
+#[command(name = "app-operator", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the controller against a cluster.
+    Run(run::Args),
+    /// Render an AppService through a guest and print what the controller would apply.
+    Render(render::Args),
+    /// Work with guest components.
+    #[command(subcommand)]
+    Guest(GuestCommand),
+    /// Print the AppService CustomResourceDefinition as YAML.
+    Crd(crd::Args),
+}
+
+/// `app-operator guest ...`
+#[derive(Debug, Subcommand)]
+pub enum GuestCommand {
+    /// Print a guest's digest, size, world, version and imports.
+    Inspect(inspect::Args),
+}
+
+/// Runs the parsed command line.
+pub async fn exec(cli: Cli) -> crate::Result<()> {
+    match cli.command {
+        Command::Run(args) => run::exec(args).await,
+        Command::Render(args) => render::exec(args).await,
+        Command::Guest(GuestCommand::Inspect(args)) => inspect::exec(args).await,
+        Command::Crd(args) => crd::exec(args).await,
+    }
+}

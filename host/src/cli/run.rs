@@ -1,0 +1,10 @@
+//! `app-operator run` (placeholder: being written, see the issue).
+
+/// Arguments of `app-operator run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+/// Runs the subcommand.
+pub async fn exec(_args: Args) -> crate::Result<()> {
+    todo!("app-operator run")
+}
