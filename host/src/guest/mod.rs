@@ -33,6 +33,28 @@ pub struct Config {
     pub max_output_bytes: usize,
 }
 
+impl Default for Config {
+    /// PLACEHOLDER defaults (controller branch), replaced by the guest-runtime branch.
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_millis(100),
+            memory_limit: 64 << 20,
+            fuel: None,
+            cache_dir: None,
+            allowed_kinds: vec![
+                ("apps/v1".into(), "Deployment".into()),
+                ("v1".into(), "Service".into()),
+            ],
+            max_output_bytes: 1 << 20,
+        }
+    }
+}
+
+/// PLACEHOLDER (controller branch): the embedded default guest, provided by the guest-runtime branch.
+pub fn default_guest() -> &'static [u8] {
+    &[]
+}
+
 /// One object a guest wants to exist, before the host stamps ownership.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DesiredObject {
