@@ -19,10 +19,18 @@ struct DefaultPolicy;
 
 impl Guest for DefaultPolicy {
     fn render(app: AppService) -> Result<Vec<DesiredObject>, PolicyError> {
+        route_panics_to_log();
         let objects = render::render(&app)?;
         log(LogLevel::Debug, &render::summary(&objects));
         Ok(objects)
     }
+}
+
+/// Sends panic messages to the host's log: the sandbox has no stderr, and the host reports the
+/// last error line with the trap.
+fn route_panics_to_log() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| std::panic::set_hook(Box::new(|info| log(LogLevel::Error, &info.to_string()))));
 }
 
 // NB: native builds (unit tests, clippy) skip the export: its symbol names only link as wasm.

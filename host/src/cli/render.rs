@@ -35,9 +35,14 @@ pub async fn exec(args: Args) -> Result<()> {
         Some(path) => runtime.load(&read(path)?)?,
         None => runtime.load_default()?,
     };
-    let objects = stamp::stamp(&app, policy.digest(), policy.render(&app).await?);
-    print!("{}", to_yaml(&app, policy.digest(), &objects)?);
+    print!("{}", render(&policy, &app).await?);
     Ok(())
+}
+
+/// Renders `app` through `policy` and stamps the result: the YAML `render` prints.
+pub async fn render(policy: &guest::Policy, app: &AppService) -> Result<String> {
+    let objects = stamp::stamp(app, policy.digest(), policy.render(app).await?);
+    to_yaml(app, policy.digest(), &objects)
 }
 
 /// Parses an AppService manifest, checking its apiVersion and kind.

@@ -11,11 +11,16 @@ wit_bindgen::generate!({ path: "../../../wit", world: "appservice-policy" });
 
 use exports::kudevops::appservice::policy::{AppService, DesiredObject, Guest, PolicyError};
 use kudevops::appservice::host::{LogLevel, log};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 struct Hostile;
 
 impl Guest for Hostile {
     fn render(app: AppService) -> Result<Vec<DesiredObject>, PolicyError> {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| std::panic::set_hook(Box::new(|i| log(LogLevel::Error, &i.to_string()))));
+        static CALLS: AtomicU32 = AtomicU32::new(0);
+        let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
         let name = app.metadata.name.as_str();
         match name {
             "loop" => spin(),
@@ -55,6 +60,8 @@ impl Guest for Hostile {
                 name,
                 r#"{"kind":"Service","metadata":{"name":"mismatch"}}"#.into(),
             )]),
+            // A fresh instance per call means this is always `leak-1`.
+            "leak" => Ok(vec![deployment(&format!("leak-{calls}"), "")]),
             "duplicate" => Ok(vec![deployment(name, ""), deployment(name, "")]),
             "oversize" => {
                 let filler = "x".repeat(2 << 20);
