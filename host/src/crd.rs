@@ -45,6 +45,7 @@ pub struct AppServiceSpec {
     pub replicas: Option<i32>,
     /// Container image to run.
     #[schemars(length(min = 1))]
+    #[x_kube(validation = Rule::new(r"self.matches(r'^\S+$')").message("image must not be empty or contain whitespace"))]
     pub image: String,
     /// Ports to expose, as Kubernetes ServicePorts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -56,8 +57,8 @@ pub struct AppServiceSpec {
             .message("port names must be unique"),
         validation = Rule::new("size(self) <= 1 || self.all(p, has(p.name))")
             .message("every port must have a name when there is more than one port"),
-        validation = Rule::new("self.all(p, !has(p.targetPort) || (type(p.targetPort) == string ? (size(p.targetPort) <= 15 && p.targetPort.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && p.targetPort.matches('[a-z]')) : (p.targetPort >= 1 && p.targetPort <= 65535)))")
-            .message("targetPort must be a port number (1-65535) or a port name (IANA_SVC_NAME: at most 15 lower-case letters, digits and '-', with at least one letter)"),
+        validation = Rule::new("self.all(p, !has(p.targetPort) || (type(p.targetPort) == string ? (size(p.targetPort) <= 15 && p.targetPort.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && p.targetPort.matches('[a-z]') && !p.targetPort.contains('--')) : (p.targetPort >= 1 && p.targetPort <= 65535)))")
+            .message("targetPort must be a port number (1-65535) or a port name (IANA_SVC_NAME: at most 15 lower-case letters, digits and '-', with at least one letter, no '--')"),
     )]
     pub ports: Vec<ServicePort>,
 }
@@ -158,6 +159,7 @@ mod tests {
         assert_eq!(spec["properties"]["replicas"]["minimum"], 0.0);
         assert_eq!(spec["properties"]["replicas"]["default"], 1);
         assert_eq!(spec["properties"]["image"]["minLength"], 1);
+        assert!(spec["properties"]["image"]["x-kubernetes-validations"].is_array());
         let ports = &spec["properties"]["ports"];
         assert_eq!(ports["maxItems"], MAX_PORTS);
         let item = &ports["items"]["properties"];

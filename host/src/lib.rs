@@ -1,6 +1,7 @@
 //! app-operator: a Kubernetes operator whose reconcile policy runs as a sandboxed WebAssembly guest.
 
 pub mod cli;
+pub mod consts;
 pub mod controller;
 pub mod crd;
 #[cfg(test)]
@@ -10,6 +11,8 @@ pub mod metrics;
 pub mod server;
 pub mod stamp;
 pub mod telemetry;
+#[cfg(feature = "test-guests")]
+pub mod testing;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -70,14 +73,26 @@ pub enum Error {
     /// Building the Kubernetes client failed.
     #[error("failed to create the Kubernetes client")]
     Client(#[source] kube::Error),
-    /// A guest file could not be read.
-    #[error("failed to read the guest {path}")]
-    ReadGuest {
+    /// A file could not be read.
+    #[error("failed to read {path}")]
+    Read {
         /// The file.
         path: PathBuf,
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// The input is not what the command expects, e.g. not an AppService.
+    #[error("{0}")]
+    Input(String),
+    /// A YAML document could not be parsed or printed.
+    #[error("invalid YAML in {what}")]
+    Yaml {
+        /// What was being parsed, e.g. a file name.
+        what: String,
+        /// Why.
+        #[source]
+        source: serde_yaml_ng::Error,
     },
     /// An HTTP endpoint could not be served.
     #[error("failed to serve HTTP on {addr}")]
@@ -101,7 +116,9 @@ impl Error {
             Error::Status { .. } => "status",
             Error::CrdNotInstalled(_) => "crd_not_installed",
             Error::KubeConfig(_) | Error::Client(_) => "client",
-            Error::ReadGuest { .. } => "read_guest",
+            Error::Read { .. } => "read",
+            Error::Input(_) => "input",
+            Error::Yaml { .. } => "yaml",
             Error::Serve { .. } => "serve",
         }
     }

@@ -1,57 +1,159 @@
-//! Ownership stamping of guest output and the constants every writer shares.
-//!
-//! PROVISIONAL (controller branch): the guest-runtime branch owns this module; this minimal
-//! version lets the controller build until that branch is merged.
+//! The host's stamp on a guest's objects: namespace, owner reference, labels and the guest
+//! digest annotation. The result is exactly what the controller applies.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::{Resource, ResourceExt};
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 
+use crate::consts::{
+    ANNOTATION_GUEST_DIGEST, DEFAULT_NAMESPACE, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY,
+    OWNER_API_VERSION, OWNER_KIND,
+};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
 
-/// The one server-side apply field manager of the operator.
-pub const FIELD_MANAGER: &str = "app-operator";
-/// `app.kubernetes.io/managed-by` value on every child.
-pub const MANAGED_BY: &str = "app-operator";
-/// Label key naming the operator that manages an object.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Label key naming the AppService an object belongs to.
-pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
-/// Annotation key carrying the digest of the guest that rendered an object.
-pub const GUEST_DIGEST_ANNOTATION: &str = "apps.kudevops.io/guest-digest";
-
-/// The ownerReference every child carries: the AppService as controller, blocking its deletion.
-pub fn owner_reference(app: &AppService) -> Option<OwnerReference> {
-    let mut owner = app.controller_owner_ref(&())?;
-    owner.block_owner_deletion = Some(true);
-    Some(owner)
+/// Stamps each object's body for `app`: `metadata.namespace` is the AppService's (or
+/// `default`), the host's labels and the digest annotation override the guest's, and
+/// `ownerReferences` is the AppService as controller, or absent when the AppService has no uid
+/// (a local file: the controller always has one).
+pub fn stamp(
+    app: &AppService,
+    guest_digest: &str,
+    objects: Vec<DesiredObject>,
+) -> Vec<DesiredObject> {
+    let namespace = app
+        .metadata
+        .namespace
+        .as_deref()
+        .unwrap_or(DEFAULT_NAMESPACE);
+    let instance = app.metadata.name.as_deref().unwrap_or_default();
+    let owner = owner_reference(app).map(|o| {
+        // NB: OwnerReference is plain strings and bools; serializing it cannot fail.
+        serde_json::to_value(o).expect("OwnerReference serializes to JSON")
+    });
+    objects
+        .into_iter()
+        .map(|mut o| {
+            let meta = field(object(&mut o.body), "metadata");
+            meta.insert("name".into(), o.name.clone().into());
+            meta.insert("namespace".into(), namespace.into());
+            let labels = field(meta, "labels");
+            labels.insert(LABEL_MANAGED_BY.into(), MANAGED_BY.into());
+            labels.insert(LABEL_INSTANCE.into(), instance.into());
+            field(meta, "annotations").insert(ANNOTATION_GUEST_DIGEST.into(), guest_digest.into());
+            match &owner {
+                Some(owner) => {
+                    meta.insert("ownerReferences".into(), Value::Array(vec![owner.clone()]))
+                }
+                None => meta.remove("ownerReferences"),
+            };
+            o
+        })
+        .collect()
 }
 
-/// Returns the object's body with apiVersion, kind, name, namespace, the managed-by and instance
-/// labels, the guest digest annotation and the controller ownerReference set.
-pub fn stamp(app: &AppService, digest: &str, object: &DesiredObject) -> Value {
-    let mut body = object.body.clone();
-    if !body.is_object() {
-        body = json!({});
+/// The AppService as the controlling owner of its children, or `None` without name or uid.
+pub fn owner_reference(app: &AppService) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: OWNER_API_VERSION.into(),
+        kind: OWNER_KIND.into(),
+        name: app.metadata.name.clone()?,
+        uid: app.metadata.uid.clone()?,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    })
+}
+
+/// `value` as an object, replacing anything that is not one.
+fn object(value: &mut Value) -> &mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
     }
-    body["apiVersion"] = json!(object.api_version);
-    body["kind"] = json!(object.kind);
-    let meta = &mut body["metadata"];
-    if !meta.is_object() {
-        *meta = json!({});
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("replaced by an object above"),
     }
-    meta["name"] = json!(object.name);
-    meta["namespace"] = json!(app.namespace());
-    if !meta["labels"].is_object() {
-        meta["labels"] = json!({});
+}
+
+/// The object under `key`, created or replaced as needed.
+fn field<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    object(map.entry(key).or_insert(Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+    use serde_json::json;
+
+    use super::*;
+    use crate::crd::AppServiceSpec;
+
+    fn app(uid: Option<&str>, namespace: Option<&str>) -> AppService {
+        let mut app = AppService::new(
+            "nginx",
+            AppServiceSpec {
+                replicas: None,
+                image: "nginx".into(),
+                ports: vec![],
+            },
+        );
+        app.metadata = ObjectMeta {
+            name: Some("nginx".into()),
+            namespace: namespace.map(Into::into),
+            uid: uid.map(Into::into),
+            ..ObjectMeta::default()
+        };
+        app
     }
-    meta["labels"][MANAGED_BY_LABEL] = json!(MANAGED_BY);
-    meta["labels"][INSTANCE_LABEL] = json!(app.name_any());
-    if !meta["annotations"].is_object() {
-        meta["annotations"] = json!({});
+
+    fn deployment(body: Value) -> DesiredObject {
+        DesiredObject {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            name: "nginx".into(),
+            body,
+        }
     }
-    meta["annotations"][GUEST_DIGEST_ANNOTATION] = json!(digest);
-    meta["ownerReferences"] = json!(owner_reference(app).into_iter().collect::<Vec<_>>());
-    body
+
+    #[test]
+    fn stamps_namespace_owner_labels_and_digest() {
+        let body = json!({"metadata": {"name": "nginx", "labels": {"app": "nginx", LABEL_MANAGED_BY: "someone"}}, "spec": {}});
+        let out = stamp(
+            &app(Some("u-1"), Some("web")),
+            "sha256:ab",
+            vec![deployment(body)],
+        );
+        assert_eq!(
+            out[0].body,
+            json!({"metadata": {
+                "name": "nginx",
+                "namespace": "web",
+                "labels": {"app": "nginx", LABEL_MANAGED_BY: MANAGED_BY, LABEL_INSTANCE: "nginx"},
+                "annotations": {ANNOTATION_GUEST_DIGEST: "sha256:ab"},
+                "ownerReferences": [{"apiVersion": OWNER_API_VERSION, "kind": OWNER_KIND, "name": "nginx",
+                    "uid": "u-1", "controller": true, "blockOwnerDeletion": true}],
+            }, "spec": {}})
+        );
+    }
+
+    #[test]
+    fn without_uid_there_is_no_owner_and_the_namespace_defaults() {
+        let out = stamp(
+            &app(None, None),
+            "sha256:ab",
+            vec![deployment(json!({"metadata": {"ownerReferences": []}}))],
+        );
+        let meta = &out[0].body["metadata"];
+        assert!(meta.get("ownerReferences").is_none());
+        assert_eq!(meta["namespace"], DEFAULT_NAMESPACE);
+    }
+
+    #[test]
+    fn tolerates_bodies_without_metadata() {
+        let out = stamp(
+            &app(Some("u"), Some("ns")),
+            "d",
+            vec![deployment(json!(null))],
+        );
+        assert_eq!(out[0].body["metadata"]["name"], "nginx");
+    }
 }

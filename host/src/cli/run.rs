@@ -117,15 +117,17 @@ pub async fn exec(args: Args) -> Result<()> {
     info!(%metrics_addr, %probe_addr, "serving metrics and probes");
 
     let runtime = guest::Runtime::new(args.guest_config())?;
-    let wasm = match &args.guest {
-        Some(path) => std::fs::read(path).map_err(|source| Error::ReadGuest {
-            path: path.clone(),
-            source,
-        })?,
-        None => guest::default_guest().to_vec(),
+    let policy = match &args.guest {
+        Some(path) => {
+            let wasm = std::fs::read(path).map_err(|source| Error::Read {
+                path: path.clone(),
+                source,
+            })?;
+            runtime.load(&wasm)?
+        }
+        None => runtime.load_default()?,
     };
-    let policy = runtime.load(&wasm)?;
-    info!(digest = policy.digest(), bytes = wasm.len(), "guest loaded");
+    info!(digest = policy.digest(), "guest loaded");
     metrics.guest_loaded(policy.digest());
     readiness.guest_loaded();
 

@@ -14,9 +14,10 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tracing::{debug, info};
 
+use crate::consts::FIELD_MANAGER;
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
-use crate::stamp::{FIELD_MANAGER, stamp};
+use crate::stamp::stamp;
 use crate::{Error, Result};
 
 /// The kinds of children the controller applies, watches and prunes.
@@ -76,21 +77,21 @@ pub async fn apply_all(
 ) -> Result<Applied> {
     let ns = app.namespace().unwrap_or_default();
     let mut applied = Applied::default();
-    for object in objects {
+    for object in &stamp(app, digest, objects.to_vec()) {
         let kind = ChildKind::of(&object.api_version, &object.kind).ok_or_else(|| {
             Error::UnsupportedKind {
                 api_version: object.api_version.clone(),
                 kind: object.kind.clone(),
             }
         })?;
-        let body = stamp(app, digest, object);
+        let body = &object.body;
         let before = match kind {
             ChildKind::Deployment => version_in(&children.deployments, &ns, &object.name),
             ChildKind::Service => version_in(&children.services, &ns, &object.name),
         };
         let after = match kind {
             ChildKind::Deployment => {
-                let deployment: Deployment = patch(client, &ns, kind, &object.name, &body).await?;
+                let deployment: Deployment = patch(client, &ns, kind, &object.name, body).await?;
                 let version = deployment.resource_version();
                 if applied.deployment.is_none() {
                     applied.deployment = Some(deployment);
@@ -98,7 +99,7 @@ pub async fn apply_all(
                 version
             }
             ChildKind::Service => {
-                let service: Service = patch(client, &ns, kind, &object.name, &body).await?;
+                let service: Service = patch(client, &ns, kind, &object.name, body).await?;
                 service.resource_version()
             }
         };

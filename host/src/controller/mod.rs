@@ -25,11 +25,11 @@ use tracing::{debug, info, warn};
 
 pub use reconcile::reconcile;
 
+use crate::consts::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::crd::AppService;
 use crate::guest;
 use crate::metrics::Metrics;
 use crate::server::Readiness;
-use crate::stamp::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::{Error, Result, error_chain};
 use apply::Children;
 
@@ -138,9 +138,16 @@ pub fn error_policy(app: Arc<AppService>, error: &Error, ctx: Arc<Context>) -> A
 
 /// Maps a guest error to a fixed metric label and a PascalCase condition reason.
 pub fn guest_error_kind(error: &guest::Error) -> (&'static str, &'static str) {
-    match error {
-        guest::Error::Unimplemented => ("guest", "GuestError"),
-    }
+    let reason = match error {
+        guest::Error::Trap { .. } => "Trap",
+        guest::Error::Deadline(_) => "DeadlineExceeded",
+        guest::Error::Fuel(_) => "OutOfFuel",
+        guest::Error::Memory(_) => "MemoryLimitExceeded",
+        guest::Error::InvalidOutput(_) => "InvalidOutput",
+        guest::Error::Policy(_) => "PolicyError",
+        _ => "RuntimeError",
+    };
+    (error.kind(), reason)
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -249,7 +256,7 @@ where
     K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
-    let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
+    let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
     let config = watcher::Config::default().labels(&selector).any_semantic();
     let stream = watcher(api::<K>(client, namespace), config)
         .default_backoff()

@@ -14,9 +14,9 @@ use tracing::{Span, debug, field, info, instrument, warn};
 use super::Context;
 use super::apply::{self, Applied};
 use super::status::{self, Outcome};
+use crate::consts::FIELD_MANAGER;
 use crate::crd::{AppService, AppServiceStatus};
 use crate::guest::DesiredObject;
-use crate::stamp::FIELD_MANAGER;
 use crate::{Error, Result, error_chain};
 
 /// Reconciles one AppService. The root span of everything the controller does for it.

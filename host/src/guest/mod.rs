@@ -1,40 +1,62 @@
 //! The sandboxed guest runtime: the only module that touches wasmtime.
 //!
-//! PLACEHOLDER: the public API below is the contract other modules code against; the bodies are
-//! being written (issue 2).
+//! One [`Runtime`] per process holds the engine. [`Runtime::load`] compiles a guest once per
+//! digest (or loads it precompiled from the disk cache) and pre-links it into a [`Policy`].
+//! Every [`Policy::render`] runs in a fresh Store and instance, with an epoch deadline, a memory
+//! cap and optional fuel, off the async runtime, and validates the output before returning it.
 
+mod bindings;
+mod engine;
+mod error;
+mod inspect;
+mod loader;
+mod store;
+mod validate;
+
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
+
+use self::bindings::AppservicePolicyPre;
+pub use self::error::{BoxError, Error, PolicyError};
+pub use self::inspect::{Import, Inspection};
+use self::store::{Limits, State};
+pub use self::validate::Violation;
 use crate::crd::AppService;
 
-/// Errors of the guest runtime.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Placeholder.
-    #[error("guest runtime not implemented yet")]
-    Unimplemented,
+/// The default guest, built from `guest/` by `build.rs` and embedded in the binary.
+pub fn default_guest() -> &'static [u8] {
+    include_bytes!(env!("APP_OPERATOR_DEFAULT_GUEST"))
 }
 
 /// Limits and settings of the runtime.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Wall-clock budget of one guest call.
+    /// Wall-clock budget of one guest call; enforced with a granularity of 10 ms.
     pub deadline: Duration,
     /// Cap on the guest's linear memory, in bytes.
     pub memory_limit: usize,
-    /// Optional fuel budget per call.
+    /// Optional fuel budget per call (about 11 units per ns of guest CPU; the default guest
+    /// uses about 50k per call).
     pub fuel: Option<u64>,
     /// Where precompiled guests are cached; `None` disables the disk cache.
+    ///
+    /// **Warning**: artifacts there are loaded as native code; the directory must be writable
+    /// only by the operator.
     pub cache_dir: Option<PathBuf>,
-    /// `(apiVersion, kind)` pairs a guest may emit.
+    /// `(apiVersion, kind)` pairs a guest may emit. Cluster-scoped and RBAC kinds are refused
+    /// by [`Runtime::new`] even if listed here.
     pub allowed_kinds: Vec<(String, String)>,
     /// Cap on the total size of one call's output, in bytes.
     pub max_output_bytes: usize,
 }
 
 impl Default for Config {
-    /// PLACEHOLDER defaults (controller branch), replaced by the guest-runtime branch.
+    /// 100 ms deadline, 64 MiB memory, no fuel, no disk cache, `apps/v1 Deployment` and
+    /// `v1 Service`, 1 MiB of output.
     fn default() -> Self {
         Self {
             deadline: Duration::from_millis(100),
@@ -50,11 +72,6 @@ impl Default for Config {
     }
 }
 
-/// PLACEHOLDER (controller branch): the embedded default guest, provided by the guest-runtime branch.
-pub fn default_guest() -> &'static [u8] {
-    &[]
-}
-
 /// One object a guest wants to exist, before the host stamps ownership.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DesiredObject {
@@ -64,38 +81,201 @@ pub struct DesiredObject {
     pub kind: String,
     /// Object name (DNS-1123).
     pub name: String,
-    /// The full object as JSON (validated).
+    /// The full object as JSON (validated), with `apiVersion`, `kind` and `metadata.name` set.
     pub body: serde_json::Value,
 }
 
 /// The process-wide runtime: one engine, a compile cache. Cheap to clone.
 #[derive(Clone)]
-pub struct Runtime {}
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    engine: wasmtime::Engine,
+    config: Config,
+    limits: Limits,
+    permits: Arc<Semaphore>,
+    policies: Mutex<HashMap<String, Policy>>,
+}
 
 impl Runtime {
-    /// Builds the engine.
-    pub fn new(_config: Config) -> Result<Self, Error> {
-        Err(Error::Unimplemented)
+    /// Builds the engine and starts its epoch ticker. Create one per process.
+    pub fn new(config: Config) -> Result<Self, Error> {
+        if let Some((a, k)) = config
+            .allowed_kinds
+            .iter()
+            .find(|(a, k)| validate::is_forbidden(a, k))
+        {
+            return Err(Error::Config(format!(
+                "{a} {k} is cluster-scoped or RBAC; guests may never emit it"
+            )));
+        }
+        if config.deadline.is_zero() || config.memory_limit == 0 || config.max_output_bytes == 0 {
+            return Err(Error::Config(
+                "deadline, memory_limit and max_output_bytes must be positive".into(),
+            ));
+        }
+        let engine = engine::build(&config)?;
+        engine::start_ticker(&engine)?;
+        let limits = Limits {
+            deadline: config.deadline,
+            deadline_ticks: engine::deadline_ticks(config.deadline),
+            memory_limit: config.memory_limit,
+            fuel: config.fuel,
+        };
+        let permits = Arc::new(Semaphore::new(engine::MAX_INSTANCES as usize));
+        let policies = Mutex::default();
+        Ok(Self {
+            shared: Arc::new(Shared {
+                engine,
+                config,
+                limits,
+                permits,
+                policies,
+            }),
+        })
     }
 
-    /// Loads (compiles or fetches from cache) and pre-links a guest component.
-    pub fn load(&self, _wasm: &[u8]) -> Result<Policy, Error> {
-        Err(Error::Unimplemented)
+    /// The configuration the runtime was built with.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// Loads a guest component: compiled once per digest (or read precompiled from the disk
+    /// cache) and pre-linked. Blocks for the compile (tens of ms): in async code, call it from
+    /// `spawn_blocking`.
+    pub fn load(&self, wasm: &[u8]) -> Result<Policy, Error> {
+        let digest = loader::digest(wasm);
+        if let Some(policy) = self.cached(&digest) {
+            return Ok(policy);
+        }
+        let engine = &self.shared.engine;
+        let component = loader::compile(
+            engine,
+            wasm,
+            &digest,
+            self.shared.config.cache_dir.as_deref(),
+        )?;
+        let pre = loader::link(engine, &component, &digest)?;
+        let inspection = inspect::inspect(engine, &component, &digest, wasm.len());
+        let policy = Policy {
+            runtime: self.clone(),
+            loaded: Arc::new(Loaded {
+                digest: digest.as_str().into(),
+                pre,
+                inspection,
+            }),
+        };
+        self.lock().insert(digest, policy.clone());
+        Ok(policy)
+    }
+
+    /// Loads the embedded [`default_guest`].
+    pub fn load_default(&self) -> Result<Policy, Error> {
+        self.load(default_guest())
+    }
+
+    /// Describes a component without requiring it to implement the contract.
+    pub fn inspect(&self, wasm: &[u8]) -> Result<Inspection, Error> {
+        let digest = loader::digest(wasm);
+        if let Some(policy) = self.cached(&digest) {
+            return Ok(policy.inspect().clone());
+        }
+        let engine = &self.shared.engine;
+        let component = loader::compile(
+            engine,
+            wasm,
+            &digest,
+            self.shared.config.cache_dir.as_deref(),
+        )?;
+        Ok(inspect::inspect(engine, &component, &digest, wasm.len()))
+    }
+
+    fn cached(&self, digest: &str) -> Option<Policy> {
+        self.lock().get(digest).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Policy>> {
+        // NB: the map is only read and inserted into; a panic elsewhere cannot leave it torn.
+        self.shared
+            .policies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
 /// A loaded guest, ready to be called. Cheap to clone.
 #[derive(Clone)]
-pub struct Policy {}
+pub struct Policy {
+    runtime: Runtime,
+    loaded: Arc<Loaded>,
+}
+
+struct Loaded {
+    digest: Arc<str>,
+    pre: AppservicePolicyPre<State>,
+    inspection: Inspection,
+}
 
 impl Policy {
     /// `sha256:<hex>` of the guest's bytes.
     pub fn digest(&self) -> &str {
-        ""
+        &self.loaded.digest
     }
 
-    /// Renders an AppService into validated desired objects, in a fresh sandbox, off the async runtime.
-    pub async fn render(&self, _app: &AppService) -> Result<Vec<DesiredObject>, Error> {
-        Err(Error::Unimplemented)
+    /// What the guest is and imports.
+    pub fn inspect(&self) -> &Inspection {
+        &self.loaded.inspection
+    }
+
+    /// Renders an AppService into validated desired objects, in a fresh sandbox, off the async
+    /// runtime. At most 64 calls per runtime run at once; more wait for a slot.
+    pub async fn render(&self, app: &AppService) -> Result<Vec<DesiredObject>, Error> {
+        let permits = self.runtime.shared.permits.clone();
+        // NB: the semaphore is never closed, so acquiring only waits.
+        let permit = permits
+            .acquire_owned()
+            .await
+            .expect("the guest semaphore is never closed");
+        let input = bindings::to_input(app);
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            this.render_input(&input)
+        })
+        .await
+        .map_err(Error::Task)?
+    }
+
+    /// [`Policy::render`] on the current thread. It blocks for the whole guest call (up to the
+    /// deadline): use it from blocking contexts only, e.g. benchmarks and tests.
+    pub fn render_blocking(&self, app: &AppService) -> Result<Vec<DesiredObject>, Error> {
+        self.render_input(&bindings::to_input(app))
+    }
+
+    fn render_input(
+        &self,
+        input: &bindings::types::AppService,
+    ) -> Result<Vec<DesiredObject>, Error> {
+        let shared = &self.runtime.shared;
+        let raw = store::call(
+            &shared.engine,
+            &self.loaded.pre,
+            &shared.limits,
+            &self.loaded.digest,
+            input,
+        )?
+        .map_err(|e| Error::Policy(e.into()))?;
+        let rules = validate::Rules {
+            allowed_kinds: &shared.config.allowed_kinds,
+            namespace: input
+                .metadata
+                .namespace
+                .as_deref()
+                .unwrap_or(crate::consts::DEFAULT_NAMESPACE),
+            max_output_bytes: shared.config.max_output_bytes,
+        };
+        Ok(validate::validate(raw, &rules)?)
     }
 }
