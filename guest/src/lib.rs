@@ -30,7 +30,9 @@ impl Guest for DefaultPolicy {
 /// last error line with the trap.
 fn route_panics_to_log() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| std::panic::set_hook(Box::new(|info| log(LogLevel::Error, &info.to_string()))));
+    ONCE.call_once(|| {
+        std::panic::set_hook(Box::new(|info| log(LogLevel::Error, &info.to_string())))
+    });
 }
 
 // NB: native builds (unit tests, clippy) skip the export: its symbol names only link as wasm.

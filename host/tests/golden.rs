@@ -53,7 +53,11 @@ async fn golden_cases() {
             Err(_) => failures.push(format!("{}: no {file}; actual:\n{actual}", case.display())),
         }
     }
-    assert!(failures.is_empty(), "{}\n(run with BLESS=1 to accept)", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}\n(run with BLESS=1 to accept)",
+        failures.join("\n")
+    );
 }
 
 /// What `render` prints, or its one-line error as `main` prints it (without `error: `).
@@ -67,7 +71,12 @@ async fn outcome(policy: &guest::Policy, input: &Path) -> Result<String, String>
 
 #[test]
 fn sample_case_is_the_shipped_sample() {
-    let sample = fs::read_to_string("../config/samples/apps_v1alpha1_appservice.yaml").expect("sample exists");
-    let case = fs::read_to_string(format!("{GOLDEN}/sample/input.yaml")).expect("sample case exists");
-    assert_eq!(sample, case, "copy config/samples/apps_v1alpha1_appservice.yaml to tests/golden/sample/input.yaml");
+    let sample = fs::read_to_string("../config/samples/apps_v1alpha1_appservice.yaml")
+        .expect("sample exists");
+    let case =
+        fs::read_to_string(format!("{GOLDEN}/sample/input.yaml")).expect("sample case exists");
+    assert_eq!(
+        sample, case,
+        "copy config/samples/apps_v1alpha1_appservice.yaml to tests/golden/sample/input.yaml"
+    );
 }
