@@ -85,11 +85,14 @@ fn artifact_path(engine: &Engine, dir: &Path, digest: &str) -> PathBuf {
 }
 
 #[allow(unsafe_code)]
-fn deserialize(engine: &Engine, path: &Path) -> wasmtime::Result<Component> {
+fn deserialize(engine: &Engine, path: &Path) -> Result<Component, BoxError> {
+    // NB: read into memory rather than `deserialize_file`'s mmap: a cache file truncated while
+    // mapped (by hand, or another tool) would SIGBUS the operator. It costs ~0.1 ms per load.
+    let bytes = fs::read(path)?;
     // SAFETY: the cache directory holds artifacts this host serialized itself (see
     // `Config::cache_dir`: it must be writable only by the operator), and wasmtime checks that
     // the artifact's version and engine settings match before using it.
-    unsafe { Component::deserialize_file(engine, path) }
+    Ok(unsafe { Component::deserialize(engine, &bytes) }?)
 }
 
 fn store_artifact(component: &Component, path: &Path) -> Result<(), BoxError> {
