@@ -71,7 +71,8 @@ EOF
 start() {
   local name="$1"
   shift
-  setsid "$CP_BIN/$name" "$@" </dev/null >"$W/logs/$name.log" 2>&1 &
+  # NB: 9>&- so the component does not inherit (and keep holding) the lock of `up`.
+  setsid "$CP_BIN/$name" "$@" </dev/null >"$W/logs/$name.log" 2>&1 9>&- &
   echo $! >"$W/pids/$name.pid"
 }
 
