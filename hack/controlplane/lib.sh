@@ -69,7 +69,7 @@ cp_live_pid() {
   [[ -f "$file" ]] || return 1
   pid="$(<"$file")"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "/$1 " || return 1
+  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q "/$1 " || return 1
   echo "$pid"
 }
 
