@@ -1,1 +1,11 @@
 //! Shared helpers for the end-to-end tests that run against the local control plane.
+//!
+//! Start the control plane with `make cluster-up` (or run everything with `make test`); tests
+//! that find no control plane fail with a message saying so, they never pass silently.
+
+pub mod cluster;
+pub mod namespace;
+pub mod wait;
+
+pub use cluster::client;
+pub use namespace::TestNamespace;

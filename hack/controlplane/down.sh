@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Stops the local control plane that up.sh started: only the processes whose pids it recorded
+# (and that still run the recorded binary), then removes the cluster state. Logs
+# stay in <cluster dir>/logs for the post-mortem. Harmless when nothing runs.
+#
+# Usage: hack/controlplane/down.sh
+set -euo pipefail
+
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+W="$CP_CLUSTER_DIR"
+
+# Succeeds while a process runs. NB: a stopped component is a zombie until init reaps it, which
+# here can take seconds; a zombie counts as stopped.
+alive() {
+  local state
+  state="$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" || return 1
+  [[ -n "$state" && "$state" != Z ]]
+}
+
+# Sends SIGTERM to all, waits up to 15 s for them to exit, then SIGKILLs the rest: stop PID...
+stop() {
+  local pid deadline=$((SECONDS + 15)) running
+  kill -TERM "$@" 2>/dev/null || true
+  while :; do
+    running=()
+    for pid in "$@"; do
+      if alive "$pid"; then running+=("$pid"); fi
+    done
+    ((${#running[@]} == 0)) && return
+    if ((SECONDS >= deadline)); then
+      cp_log "pid(s) ${running[*]} ignored SIGTERM; killing them"
+      kill -KILL "${running[@]}" 2>/dev/null || true
+      return
+    fi
+    sleep 0.1
+  done
+}
+
+# Stops the running ones of the named components together: stop_components NAME...
+stop_components() {
+  local name pid pids=()
+  for name in "$@"; do
+    if pid="$(cp_live_pid "$name")"; then pids+=("$pid"); fi
+  done
+  ((${#pids[@]} == 0)) || stop "${pids[@]}"
+  stopped=$((stopped + ${#pids[@]}))
+}
+
+main() {
+  stopped=0
+  # NB: clients first, then the API server, then etcd: an API server whose etcd went away first
+  # hangs in shutdown.
+  stop_components kwok kube-scheduler kube-controller-manager
+  stop_components kube-apiserver
+  stop_components etcd
+  rm -rf "$W/pids" "$W/etcd" "$W/pki" "$W/kubeconfig" "$W/scheduler.yaml"
+  cp_log "stopped $stopped process(es); logs kept in $W/logs"
+}
+
+main "$@"

@@ -1,0 +1,18 @@
+# Source this file to use the local control plane from a shell or a script:
+#
+#   source hack/controlplane/env.sh
+#
+# Exports CP_BIN (the cached binary directory; see build.sh), puts it first on PATH so the built
+# kubectl wins over an older system one, and exports KUBECONFIG (the admin kubeconfig that up.sh
+# writes). It builds and starts nothing. Sets no shell options; defines the cp_* helpers of lib.sh.
+
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+CP_BIN="$(cp_bin_dir)"
+export CP_BIN
+export KUBECONFIG="$CP_CLUSTER_DIR/kubeconfig"
+case ":$PATH:" in
+  *":$CP_BIN:"*) ;;
+  *) export PATH="$CP_BIN:$PATH" ;;
+esac

@@ -1,0 +1,92 @@
+# Shared definitions for the local control plane scripts (sourced, not run).
+#
+# Defines where the Go-built binaries are cached and where the cluster lives, and computes the
+# cache key of the binaries. Safe to source from an interactive shell: it sets no shell options
+# and defines only `cp_*` functions and `CP_*` variables.
+
+CP_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CP_CACHE="${APP_OPERATOR_CACHE:-$HOME/.cache/app-operator}"
+CP_CLUSTER_DIR="${APP_OPERATOR_CLUSTER_DIR:-$HOME/.cache/app-operator/cluster}"
+
+# Bump when the build recipe (flags, stages file, outputs) changes, so caches are rebuilt.
+CP_RECIPE=1
+
+# The Go environment every Go command of the project uses: module and build caches outside the
+# repository (CI runs in a fresh clone on the same machine), no toolchain switch, static binaries.
+cp_go_env() {
+  export GOMODCACHE="$CP_CACHE/gomod"
+  export GOCACHE="$CP_CACHE/gobuild"
+  export GOTOOLCHAIN=local
+  export CGO_ENABLED=0
+  export GOFLAGS=-mod=readonly
+}
+
+# Prints the version that a wrapper module's go.mod requires for a module: cp_mod_version DIR MOD
+cp_mod_version() {
+  awk -v m="$2" '($1 == m) { print $2; exit } ($1 == "require" && $2 == m) { print $3; exit }' \
+    "$CP_DIR/$1/go.mod"
+}
+
+# Prints the name of the binary directory: versions plus a hash of everything that goes into
+# the build (wrapper go.mod/go.sum, Go version, recipe version).
+cp_bin_key() {
+  local k8s etcd kwok sum
+  k8s="$(cp_mod_version k8s k8s.io/kubernetes)"
+  etcd="$(cp_mod_version etcd go.etcd.io/etcd/server/v3)"
+  kwok="$(cp_mod_version kwok sigs.k8s.io/kwok)"
+  sum="$(
+    {
+      echo "recipe=$CP_RECIPE"
+      GOTOOLCHAIN=local go env GOVERSION GOOS GOARCH
+      cat "$CP_DIR"/k8s/go.mod "$CP_DIR"/k8s/go.sum "$CP_DIR"/etcd/go.mod "$CP_DIR"/etcd/go.sum \
+        "$CP_DIR"/kwok/go.mod "$CP_DIR"/kwok/go.sum
+    } | sha256sum | cut -c1-12
+  )"
+  echo "k8s-${k8s}_etcd-${etcd}_kwok-${kwok}_${sum}"
+}
+
+# Prints the binary directory for the current wrapper modules (it may not be built yet).
+cp_bin_dir() {
+  echo "$CP_CACHE/bin/$(cp_bin_key)"
+}
+
+# The cluster's processes, in start order; `down` stops them in reverse.
+CP_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+
+# Loopback ports, from one base so that a second cluster can pick another range.
+CP_PORT_BASE="${APP_OPERATOR_CLUSTER_PORT_BASE:-16440}"
+CP_ETCD_PORT=$((CP_PORT_BASE + 1))
+CP_ETCD_PEER_PORT=$((CP_PORT_BASE + 2))
+CP_API_PORT=$((CP_PORT_BASE + 3))
+CP_KCM_PORT=$((CP_PORT_BASE + 4))
+CP_SCHED_PORT=$((CP_PORT_BASE + 5))
+CP_KWOK_PORT=$((CP_PORT_BASE + 6))
+
+# Prints the pid recorded for a component if that process is still running the component's
+# binary (a recycled pid running something else does not count), else fails.
+cp_live_pid() {
+  local file="$CP_CLUSTER_DIR/pids/$1.pid" pid
+  [[ -f "$file" ]] || return 1
+  pid="$(<"$file")"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -q "/$1 " || return 1
+  echo "$pid"
+}
+
+# Succeeds when every component of the recorded cluster runs and the API server is ready.
+cp_cluster_running() {
+  local c
+  for c in "${CP_COMPONENTS[@]}"; do
+    cp_live_pid "$c" >/dev/null || return 1
+  done
+  [[ -f "$CP_CLUSTER_DIR/kubeconfig" && -f "$CP_CLUSTER_DIR/pki/ca.crt" ]] || return 1
+  curl -fsS --max-time 5 --cacert "$CP_CLUSTER_DIR/pki/ca.crt" \
+    "https://127.0.0.1:$CP_API_PORT/readyz" >/dev/null 2>&1
+}
+
+# Logging helpers: all messages go to stderr, prefixed with the script name.
+cp_log() { echo "[$(basename "$0")] $*" >&2; }
+cp_die() {
+  echo "[$(basename "$0")] error: $*" >&2
+  exit 1
+}
