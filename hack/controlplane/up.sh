@@ -117,9 +117,11 @@ start_etcd() {
 }
 
 start_apiserver() {
-  # NB: no --advertise-address: kube-apiserver rejects loopback there and picks the address of the
-  # default route's interface, while --bind-address keeps it listening on loopback only.
+  # NB: kube-apiserver 1.37 refuses a loopback --advertise-address with the default (lease)
+  # endpoint reconciler; with `none` it takes it, and nothing depends on the host's network (no
+  # default route needed). The `kubernetes` Service then has no endpoints, which nothing here uses.
   start kube-apiserver \
+    --advertise-address=127.0.0.1 --endpoint-reconciler-type=none \
     --etcd-servers="http://127.0.0.1:$CP_ETCD_PORT" \
     --bind-address=127.0.0.1 --secure-port="$CP_API_PORT" \
     --tls-cert-file="$W/pki/admin.crt" --tls-private-key-file="$W/pki/admin.key" \
