@@ -2,14 +2,16 @@
 //! host with the default guest embedded.
 //!
 //! Sets `APP_OPERATOR_DEFAULT_GUEST` (embedded by `guest::default_guest`) and
-//! `APP_OPERATOR_HOSTILE_GUEST` (read by the sandbox tests) to the built `.wasm` paths.
+//! `APP_OPERATOR_HOSTILE_GUEST` (read by the sandbox tests) and `APP_OPERATOR_TIERED_GUEST` (the
+//! example guest of `examples/guests/tiered`, read by the hot swap tests) to the built `.wasm`
+//! paths.
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `(package, artifact stem, env var)` of each guest built here.
-const GUESTS: [(&str, &str, &str); 2] = [
+const GUESTS: [(&str, &str, &str); 3] = [
     (
         "app-operator-guest",
         "app_operator_guest",
@@ -19,6 +21,11 @@ const GUESTS: [(&str, &str, &str); 2] = [
         "app-operator-hostile-guest",
         "app_operator_hostile_guest",
         "APP_OPERATOR_HOSTILE_GUEST",
+    ),
+    (
+        "app-operator-example-tiered-guest",
+        "app_operator_example_tiered_guest",
+        "APP_OPERATOR_TIERED_GUEST",
     ),
 ];
 
@@ -38,6 +45,7 @@ fn main() {
         "guest",
         "wit",
         "tests/guests",
+        "examples/guests",
         "Cargo.lock",
         ".cargo/config.toml",
     ] {

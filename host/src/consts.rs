@@ -23,3 +23,31 @@ pub const ANNOTATION_GUEST_DIGEST: &str = "apps.kudevops.io/guest-digest";
 
 /// Namespace of an AppService that has none, e.g. a local file given to `render`.
 pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Default name of the ConfigMap the operator reads its guest from.
+pub const GUEST_CONFIGMAP: &str = "app-operator-guest";
+
+/// `binaryData` key of the stable guest in the guest ConfigMap.
+pub const GUEST_KEY: &str = "guest.wasm";
+
+/// `binaryData` key of the canary guest in the guest ConfigMap.
+pub const CANARY_KEY: &str = "canary.wasm";
+
+/// Annotation on the guest ConfigMap: the label selector of the AppServices the canary renders.
+pub const ANNOTATION_CANARY_SELECTOR: &str = "apps.kudevops.io/canary-selector";
+
+/// Annotation on the guest ConfigMap: the sha256 the stable guest must have (`sha256:<hex>` or
+/// `<hex>`); a guest that does not match is rejected.
+pub const ANNOTATION_GUEST_PIN: &str = "apps.kudevops.io/guest-sha256";
+
+/// Annotation the operator writes on the guest ConfigMap: `Active` or `Rejected`.
+pub const ANNOTATION_GUEST_STATE: &str = "apps.kudevops.io/guest-state";
+
+/// Annotation the operator writes on the guest ConfigMap: digest of the stable guest in force.
+pub const ANNOTATION_GUEST_ACTIVE: &str = "apps.kudevops.io/guest-active";
+
+/// Annotation the operator writes on the guest ConfigMap: digest of the canary guest in force.
+pub const ANNOTATION_GUEST_CANARY: &str = "apps.kudevops.io/guest-canary";
+
+/// Annotation the operator writes on the guest ConfigMap: why the last candidate was rejected.
+pub const ANNOTATION_GUEST_MESSAGE: &str = "apps.kudevops.io/guest-message";

@@ -10,6 +10,7 @@ pub mod guest;
 pub mod metrics;
 pub mod server;
 pub mod stamp;
+pub mod swap;
 pub mod telemetry;
 #[cfg(feature = "test-guests")]
 pub mod testing;
@@ -94,6 +95,9 @@ pub enum Error {
         #[source]
         source: serde_yaml_ng::Error,
     },
+    /// The guest ConfigMap could not be read.
+    #[error("failed to read the guest ConfigMap")]
+    GuestSource(#[source] kube::Error),
     /// An HTTP endpoint could not be served.
     #[error("failed to serve HTTP on {addr}")]
     Serve {
@@ -120,6 +124,7 @@ impl Error {
             Error::Input(_) => "input",
             Error::Yaml { .. } => "yaml",
             Error::Serve { .. } => "serve",
+            Error::GuestSource(_) => "guest_source",
         }
     }
 }

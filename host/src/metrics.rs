@@ -23,11 +23,13 @@ pub struct KindLabel {
     pub kind: &'static str,
 }
 
-/// A label set naming a guest by digest.
+/// A label set naming a guest by digest and role.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GuestLabel {
     /// `sha256:<hex>` of the guest.
     pub digest: String,
+    /// `stable` or `canary`.
+    pub role: &'static str,
 }
 
 /// The operator's metrics. Cheap to clone: every metric is a shared handle.
@@ -43,8 +45,14 @@ pub struct Metrics {
     pub guest_call_duration: Histogram,
     /// Failed guest calls, by error kind.
     pub guest_errors: Family<KindLabel, Counter>,
-    /// 1 for the guest currently loaded.
+    /// 1 for each guest in force, by digest and role.
     pub guest_info: Family<GuestLabel, Gauge>,
+    /// Guest sets put in force after validation.
+    pub guest_swaps: Counter,
+    /// Candidate guests rejected, by reason.
+    pub guest_rejections: Family<KindLabel, Counter>,
+    /// Reconciles that fell back to the last good guest.
+    pub guest_rollbacks: Counter,
 }
 
 impl Default for Metrics {
@@ -58,6 +66,9 @@ impl Default for Metrics {
             guest_call_duration: Histogram::new(exponential_buckets(0.000_005, 2.0, 16)),
             guest_errors: Family::default(),
             guest_info: Family::default(),
+            guest_swaps: Counter::default(),
+            guest_rejections: Family::default(),
+            guest_rollbacks: Counter::default(),
         }
     }
 }
@@ -93,8 +104,23 @@ impl Metrics {
         );
         registry.register(
             "guest_info",
-            "The guest loaded, by digest",
+            "The guests in force, by digest and role",
             m.guest_info.clone(),
+        );
+        registry.register(
+            "guest_swaps",
+            "Guest sets put in force after validation",
+            m.guest_swaps.clone(),
+        );
+        registry.register(
+            "guest_rejections",
+            "Candidate guests rejected, by reason",
+            m.guest_rejections.clone(),
+        );
+        registry.register(
+            "guest_rollbacks",
+            "Reconciles that fell back to the last good guest",
+            m.guest_rollbacks.clone(),
         );
         m
     }
@@ -122,14 +148,44 @@ impl Metrics {
         self.guest_errors.get_or_create(&KindLabel { kind }).inc();
     }
 
-    /// Records which guest is loaded.
+    /// Records which guest is loaded, as the only (stable) guest.
     pub fn guest_loaded(&self, digest: &str) {
         self.guest_info.clear();
-        self.guest_info
-            .get_or_create(&GuestLabel {
-                digest: digest.to_owned(),
-            })
-            .set(1);
+        self.set_guest(digest, "stable");
+    }
+
+    /// Records the guests in force.
+    pub fn guests_active(&self, set: &crate::swap::Set) {
+        self.guest_info.clear();
+        self.set_guest(set.stable.digest(), "stable");
+        if let Some(canary) = &set.canary {
+            self.set_guest(canary.policy.digest(), "canary");
+        }
+    }
+
+    fn set_guest(&self, digest: &str, role: &'static str) {
+        let label = GuestLabel {
+            digest: digest.to_owned(),
+            role,
+        };
+        self.guest_info.get_or_create(&label).set(1);
+    }
+
+    /// Counts a guest set put in force.
+    pub fn guest_swapped(&self) {
+        self.guest_swaps.inc();
+    }
+
+    /// Counts a rejected candidate.
+    pub fn guest_rejected(&self, kind: &'static str) {
+        self.guest_rejections
+            .get_or_create(&KindLabel { kind })
+            .inc();
+    }
+
+    /// Counts a reconcile that fell back to the last good guest.
+    pub fn guest_rolled_back(&self) {
+        self.guest_rollbacks.inc();
     }
 }
 
@@ -183,7 +239,7 @@ mod tests {
         assert!(text.contains("app_operator_reconciles_total 1"), "{text}");
         assert!(text.contains(r#"app_operator_reconcile_errors_total{kind="apply"} 1"#));
         assert!(text.contains(r#"app_operator_guest_errors_total{kind="guest_trap"} 1"#));
-        assert!(text.contains(r#"app_operator_guest_info{digest="sha256:abc"} 1"#));
+        assert!(text.contains(r#"app_operator_guest_info{digest="sha256:abc",role="stable"} 1"#));
         assert!(text.contains("app_operator_reconcile_duration_seconds_count 1"));
     }
 }

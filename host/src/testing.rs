@@ -5,3 +5,9 @@
 pub fn hostile_guest() -> &'static [u8] {
     include_bytes!(env!("APP_OPERATOR_HOSTILE_GUEST"))
 }
+
+/// The example guest `examples/guests/tiered`: the default mapping plus a tier label and
+/// resource requests.
+pub fn tiered_guest() -> &'static [u8] {
+    include_bytes!(env!("APP_OPERATOR_TIERED_GUEST"))
+}

@@ -2,6 +2,8 @@
 
 pub mod crd;
 pub mod inspect;
+pub mod plan;
+pub mod push;
 pub mod render;
 pub mod run;
 
@@ -26,6 +28,9 @@ pub enum Command {
     /// Work with guest components.
     #[command(subcommand)]
     Guest(GuestCommand),
+    /// Render every live AppService through a candidate guest and print the diff with the live
+    /// children, writing nothing.
+    Plan(plan::Args),
     /// Print the AppService CustomResourceDefinition as YAML.
     Crd(crd::Args),
 }
@@ -35,6 +40,8 @@ pub enum Command {
 pub enum GuestCommand {
     /// Print a guest's digest, size, world, version and imports.
     Inspect(inspect::Args),
+    /// Put a guest into the operator's guest ConfigMap, as the stable guest or a canary.
+    Push(push::Args),
 }
 
 /// Sends `tracing` events (guest logs among them) to stderr, filtered by `RUST_LOG` (default
@@ -54,6 +61,8 @@ pub async fn exec(cli: Cli) -> crate::Result<()> {
         Command::Run(args) => run::exec(*args).await,
         Command::Render(args) => render::exec(args).await,
         Command::Guest(GuestCommand::Inspect(args)) => inspect::exec(args).await,
+        Command::Guest(GuestCommand::Push(args)) => push::exec(args).await,
+        Command::Plan(args) => plan::exec(args).await,
         Command::Crd(args) => crd::exec(args).await,
     }
 }

@@ -15,6 +15,7 @@ use crate::controller;
 use crate::guest;
 use crate::metrics::{self, Metrics};
 use crate::server::{self, Readiness};
+use crate::swap;
 use crate::telemetry::{self, LogFormat};
 use crate::{Error, Result};
 
@@ -33,6 +34,14 @@ pub struct Args {
     /// Guest component (.wasm) to reconcile with. Default: the embedded default guest.
     #[arg(long, env = "APP_OPERATOR_GUEST")]
     pub guest: Option<PathBuf>,
+    /// ConfigMap to read guests from (key `guest.wasm`, and `canary.wasm` for a canary); empty
+    /// disables it. Without the ConfigMap, the base guest (`--guest`, or the embedded one) runs.
+    #[arg(long, env = "APP_OPERATOR_GUEST_CONFIGMAP", default_value = crate::consts::GUEST_CONFIGMAP)]
+    pub guest_configmap: String,
+    /// Namespace of the guest ConfigMap. Default: the operator's own (in-cluster), else the
+    /// kubeconfig context's.
+    #[arg(long, env = "APP_OPERATOR_GUEST_CONFIGMAP_NAMESPACE")]
+    pub guest_configmap_namespace: Option<String>,
     /// Wall-clock budget of one guest call, in milliseconds.
     #[arg(long, env = "APP_OPERATOR_GUEST_DEADLINE_MS")]
     pub guest_deadline_ms: Option<u64>,
@@ -117,22 +126,59 @@ pub async fn exec(args: Args) -> Result<()> {
     info!(%metrics_addr, %probe_addr, "serving metrics and probes");
 
     let runtime = guest::Runtime::new(args.guest_config())?;
-    let policy = match &args.guest {
-        Some(path) => {
-            let wasm = std::fs::read(path).map_err(|source| Error::Read {
+    let base: Arc<[u8]> = match &args.guest {
+        Some(path) => std::fs::read(path)
+            .map_err(|source| Error::Read {
                 path: path.clone(),
                 source,
-            })?;
-            runtime.load(&wasm)?
-        }
-        None => runtime.load_default()?,
+            })?
+            .into(),
+        None => guest::default_guest().into(),
     };
-    info!(digest = policy.digest(), "guest loaded");
-    metrics.guest_loaded(policy.digest());
+    let policy = runtime.load(&base)?;
+    let guests = swap::Guests::new(policy);
+    let config = args.controller_config();
+    let source = if args.guest_configmap.is_empty() {
+        None
+    } else {
+        let source_config = swap::source::Config {
+            namespace: args
+                .guest_configmap_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_owned()),
+            name: args.guest_configmap.clone(),
+            apps_namespace: config.namespace.clone(),
+        };
+        info!(namespace = %source_config.namespace, name = %source_config.name, "reading guests from a ConfigMap");
+        let recorder = kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: config.reporter.clone(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        );
+        let mut source = swap::source::Source::new(
+            client.clone(),
+            runtime,
+            base,
+            guests.clone(),
+            metrics.clone(),
+            recorder,
+            source_config,
+        );
+        source.sync_once().await.map_err(Error::GuestSource)?;
+        Some(tokio::spawn(source.run(shutdown.clone())))
+    };
+    let current = guests.current();
+    info!(digest = current.stable.digest(), "guest loaded");
+    metrics.guests_active(&current);
     readiness.guest_loaded();
 
-    let config = args.controller_config();
-    controller::run(client, policy, metrics, readiness, config, shutdown).await?;
+    controller::run(client, guests, metrics, readiness, config, shutdown).await?;
+    if let Some(source) = source {
+        // NB: the source stops on the same shutdown signal; it returns nothing to report.
+        let _ = source.await;
+    }
     for server in [metrics_server, probe_server] {
         // NB: a server task only ends with an error or after the shutdown signal.
         if let Ok(result) = server.await {

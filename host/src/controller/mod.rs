@@ -30,6 +30,7 @@ use crate::crd::AppService;
 use crate::guest;
 use crate::metrics::Metrics;
 use crate::server::Readiness;
+use crate::swap;
 use crate::{Error, Result, error_chain};
 use apply::Children;
 
@@ -66,8 +67,8 @@ impl Default for Config {
 pub struct Context {
     /// The Kubernetes client.
     pub client: Client,
-    /// The loaded guest.
-    pub policy: guest::Policy,
+    /// The resident guests; [`swap::Guests::select`] picks the one for each AppService.
+    pub guests: swap::Guests,
     /// Publishes Events on AppServices.
     pub recorder: Recorder,
     /// Prometheus metrics.
@@ -81,9 +82,9 @@ pub struct Context {
 }
 
 impl Context {
-    /// The guest that renders AppServices.
-    pub fn policy(&self) -> &guest::Policy {
-        &self.policy
+    /// The guest that renders `app` now, and its fallback.
+    pub fn select(&self, app: &AppService) -> swap::Selected {
+        self.guests.select(app)
     }
 
     /// Waits until the children caches have listed once, so pruning sees every child.
@@ -162,10 +163,11 @@ where
 
 /// Runs the controller until `shutdown` completes, then finishes the reconciliations in flight.
 ///
-/// `readiness` is marked synced once every watch has listed its objects.
+/// `readiness` is marked synced once every watch has listed its objects. Every AppService is
+/// reconciled again whenever `guests` gets a new set of guests.
 pub async fn run(
     client: Client,
-    policy: guest::Policy,
+    guests: impl Into<swap::Guests>,
     metrics: Metrics,
     readiness: Arc<Readiness>,
     config: Config,
@@ -199,9 +201,11 @@ pub async fn run(
         },
     );
     let concurrency = config.concurrency;
+    let guests = guests.into();
+    let swapped = guests.take_trigger();
     let ctx = Arc::new(Context {
         client,
-        policy,
+        guests,
         recorder,
         metrics,
         children,
@@ -223,9 +227,13 @@ pub async fn run(
     });
 
     info!(concurrency, "controller starting");
-    Controller::for_stream(app_stream, app_store)
+    let mut controller = Controller::for_stream(app_stream, app_store)
         .owns_stream(deployment_stream)
-        .owns_stream(service_stream)
+        .owns_stream(service_stream);
+    if let Some(swapped) = swapped {
+        controller = controller.reconcile_all_on(swapped);
+    }
+    controller
         .with_config(controller::Config::default().concurrency(concurrency))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)

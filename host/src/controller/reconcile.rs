@@ -16,7 +16,8 @@ use super::apply::{self, Applied};
 use super::status::{self, Outcome};
 use crate::consts::FIELD_MANAGER;
 use crate::crd::{AppService, AppServiceStatus};
-use crate::guest::DesiredObject;
+use crate::guest::{self, DesiredObject};
+use crate::swap;
 use crate::{Error, Result, error_chain};
 
 /// Reconciles one AppService. The root span of everything the controller does for it.
@@ -40,12 +41,8 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     }
     ctx.children_synced().await;
 
-    let policy = ctx.policy();
+    let (policy, rendered) = render(&ctx, &app).await;
     span.record("guest", field::display(policy.digest()));
-    let rendered = {
-        let _guest_timer = ctx.metrics.guest_call();
-        policy.render(&app).await
-    };
     let objects = match rendered {
         Ok(objects) => objects,
         Err(err) => {
@@ -99,6 +96,57 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     write_status(&ctx, &app, &outcome).await?;
     ctx.forget_failures(&app);
     Ok(Action::requeue(ctx.config.resync))
+}
+
+/// Renders `app` through the guest selected for it; if that guest traps, hits a limit or emits
+/// invalid output, through its fallback (the last good guest) instead, with a Warning Event.
+/// Returns the guest whose result is returned.
+async fn render(
+    ctx: &Context,
+    app: &AppService,
+) -> (guest::Policy, Result<Vec<DesiredObject>, guest::Error>) {
+    let selected = ctx.select(app);
+    let rendered = {
+        let _guest_timer = ctx.metrics.guest_call();
+        selected.policy.render(app).await
+    };
+    let (Err(err), Some(fallback)) = (&rendered, selected.fallback) else {
+        return (selected.policy, rendered);
+    };
+    if !swap::warrants_fallback(err) {
+        return (selected.policy, rendered);
+    }
+    let (kind, _) = super::guest_error_kind(err);
+    ctx.metrics.guest_failed(kind);
+    let again = {
+        let _guest_timer = ctx.metrics.guest_call();
+        fallback.render(app).await
+    };
+    if again.is_err() {
+        return (selected.policy, rendered);
+    }
+    ctx.metrics.guest_rolled_back();
+    let note = format!(
+        "guest {} failed ({}); rendered with the last good guest {}",
+        selected.policy.digest(),
+        error_chain(err),
+        fallback.digest()
+    );
+    warn!(
+        failed = selected.policy.digest(),
+        fallback = fallback.digest(),
+        "guest failed; rolled back to the last good guest"
+    );
+    publish(
+        ctx,
+        app,
+        EventType::Warning,
+        "GuestRolledBack",
+        "Render",
+        note,
+    )
+    .await;
+    (fallback, again)
 }
 
 async fn apply_and_prune(

@@ -1,7 +1,8 @@
-//! A hostile guest for the sandbox tests: `metadata.name` picks what it does wrong.
+//! A hostile guest for the sandbox tests: `metadata.name` picks what it does wrong, unless the
+//! label `hostile.kudevops.io/misdeed` does.
 //!
-//! Any other name renders one valid Deployment, so a test can check that the runtime still
-//! serves the next call.
+//! Any other name renders one valid Deployment (of busybox), so a test can check that the
+//! runtime still serves the next call, and the hot swap tests can let it govern AppServices.
 
 // NB: the glue wit-bindgen generates exports C ABI symbols, which the workspace's `unsafe_code`
 // lint flags; this crate has no other unsafe code.
@@ -22,7 +23,13 @@ impl Guest for Hostile {
         static CALLS: AtomicU32 = AtomicU32::new(0);
         let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
         let name = app.metadata.name.as_str();
-        match name {
+        let misdeed = app
+            .metadata
+            .labels
+            .iter()
+            .find(|(k, _)| k == "hostile.kudevops.io/misdeed")
+            .map_or(name, |(_, v)| v.as_str());
+        match misdeed {
             "loop" => spin(),
             "alloc" => hoard(),
             "panic" => panic!("hostile guest panics on purpose"),
@@ -92,8 +99,9 @@ fn hoard() -> ! {
 }
 
 fn deployment(name: &str, extra_meta: &str) -> DesiredObject {
+    let labels = format!(r#"{{"app":"{name}"}}"#);
     let body = format!(
-        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"{extra_meta}}},"spec":{{}}}}"#
+        r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"{extra_meta}}},"spec":{{"replicas":1,"selector":{{"matchLabels":{labels}}},"template":{{"metadata":{{"labels":{labels}}},"spec":{{"containers":[{{"name":"app","image":"busybox"}}]}}}}}}}}"#
     );
     object("apps/v1", "Deployment", name, body)
 }

@@ -1,0 +1,178 @@
+//! `app-operator plan --guest <file.wasm>`: renders every live AppService through a candidate
+//! guest and prints the difference with the live children. Writes nothing: each child is sent
+//! as a server-side apply dry run, so the diff includes the API server's defaults.
+
+use std::path::PathBuf;
+
+use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
+
+use crate::consts::FIELD_MANAGER;
+use crate::crd::AppService;
+use crate::guest::{self, DesiredObject};
+use crate::{Error, Result, error_chain, stamp};
+
+/// Arguments of `app-operator plan`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The candidate guest component (`.wasm`).
+    #[arg(long)]
+    pub guest: PathBuf,
+    /// Only AppServices in this namespace. Default: all namespaces.
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// Kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config.
+    #[arg(long, env = "APP_OPERATOR_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context. Default: the current context.
+    #[arg(long, env = "APP_OPERATOR_CONTEXT")]
+    pub context: Option<String>,
+}
+
+/// Runs the subcommand: prints a unified-style diff per child on stdout, and a summary line.
+pub async fn exec(args: Args) -> Result<()> {
+    super::init_stderr_logging();
+    let wasm = super::render::read(&args.guest)?;
+    let policy = guest::Runtime::new(guest::Config::default())?.load(&wasm)?;
+    let client = super::run::client(args.kubeconfig.as_ref(), args.context.as_deref()).await?;
+    let out = plan(&client, &policy, args.namespace.as_deref()).await?;
+    print!("{out}");
+    Ok(())
+}
+
+/// The plan for every AppService (in `namespace`, or all) under `policy`, as text.
+pub async fn plan(
+    client: &Client,
+    policy: &guest::Policy,
+    namespace: Option<&str>,
+) -> Result<String> {
+    let apps: Api<AppService> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let apps = apps
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::CrdNotInstalled)?;
+    let mut out = format!("# plan for guest {}\n", policy.digest());
+    let (mut changed, mut failed) = (0, 0);
+    for app in &apps.items {
+        let ns = app.namespace().unwrap_or_default();
+        let objects = match policy.render(app).await {
+            Ok(objects) => stamp::stamp(app, policy.digest(), objects),
+            Err(err) => {
+                failed += 1;
+                out.push_str(&format!(
+                    "! AppService {ns}/{}: {}\n",
+                    app.name_any(),
+                    error_chain(&err)
+                ));
+                continue;
+            }
+        };
+        for object in &objects {
+            let (live, planned) = compare(client, &ns, object).await?;
+            if live != planned {
+                changed += 1;
+                out.push_str(&format!(
+                    "--- live {}/{} {ns}\n+++ planned\n",
+                    object.kind, object.name
+                ));
+                out.push_str(&diff(&live, &planned));
+            }
+        }
+    }
+    out.push_str(&format!(
+        "# {} AppServices: {changed} children would change, {failed} AppServices fail\n",
+        apps.items.len()
+    ));
+    Ok(out)
+}
+
+/// The live child and the child after a dry-run apply, as comparable YAML.
+async fn compare(client: &Client, ns: &str, object: &DesiredObject) -> Result<(String, String)> {
+    let (group, version) = match object.api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", object.api_version.as_str()),
+    };
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, &object.kind);
+    let resource = ApiResource::from_gvk(&gvk);
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let apply_err = |source| Error::Apply {
+        kind: "child",
+        name: object.name.clone(),
+        source,
+    };
+    let live = api.get_opt(&object.name).await.map_err(apply_err)?;
+    let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
+    let planned = api
+        .patch(&object.name, &params, &Patch::Apply(&object.body))
+        .await
+        .map_err(apply_err)?;
+    Ok((
+        live.map(comparable).unwrap_or_default(),
+        comparable(planned),
+    ))
+}
+
+/// YAML of the object without what changes on every write (managed fields, versions, status).
+fn comparable(object: DynamicObject) -> String {
+    let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        map.remove("status");
+        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            for key in [
+                "managedFields",
+                "resourceVersion",
+                "generation",
+                "creationTimestamp",
+                "uid",
+            ] {
+                meta.remove(key);
+            }
+        }
+    }
+    serde_yaml_ng::to_string(&value).unwrap_or_default()
+}
+
+/// A line diff (longest common subsequence): `-` for live only, `+` for planned only.
+pub fn diff(old: &str, new: &str) -> String {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let (mut i, mut j, mut out) = (0, 0, String::new());
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            (i, j) = (i + 1, j + 1);
+        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            out.push_str(&format!("+{}\n", b[j]));
+            j += 1;
+        } else {
+            out.push_str(&format!("-{}\n", a[i]));
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::diff;
+
+    #[test]
+    fn diff_shows_only_changed_lines() {
+        let out = diff("a\nb\nc\n", "a\nx\nc\nd\n");
+        assert_eq!(out, "+x\n-b\n+d\n");
+        assert_eq!(diff("same\n", "same\n"), "");
+    }
+}

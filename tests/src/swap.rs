@@ -1,0 +1,152 @@
+//! The operator with its guest ConfigMap source, for the hot swap tests: the ConfigMap lives in
+//! the test's namespace, and `guest push` is run in-process against it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use app_operator::cli::push;
+use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP};
+use app_operator::crd::AppService;
+use app_operator::metrics::Metrics;
+use app_operator::server::Readiness;
+use app_operator::swap::{Guests, source};
+use app_operator::{controller, guest};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client, ResourceExt};
+use tokio::task::JoinHandle;
+
+use crate::appservice::CONVERGE;
+use crate::{cluster, operator, wait};
+
+/// The controller and the ConfigMap source, running on tasks of the test's runtime. Dropping it
+/// aborts both.
+pub struct SwapOperator {
+    /// Its metrics, to read counters from.
+    pub metrics: Metrics,
+    /// The resident guests.
+    pub guests: Guests,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl SwapOperator {
+    /// Installs the CRD and starts the controller for `namespace`, reading guests from
+    /// ConfigMap `app-operator-guest` in the same namespace.
+    pub async fn start(client: &Client, namespace: &str) -> anyhow::Result<Self> {
+        app_operator::telemetry::init(app_operator::telemetry::LogFormat::Text);
+        operator::install_crd(client).await?;
+        let runtime = guest::Runtime::new(guest::Config::default())?;
+        let guests = Guests::new(runtime.load_default()?);
+        let metrics = Metrics::default();
+        let recorder = Recorder::new(client.clone(), Reporter::from("app-operator-e2e"));
+        let config = source::Config {
+            namespace: namespace.to_owned(),
+            name: GUEST_CONFIGMAP.to_owned(),
+            apps_namespace: Some(namespace.to_owned()),
+        };
+        let base: Arc<[u8]> = guest::default_guest().into();
+        let mut source = source::Source::new(
+            client.clone(),
+            runtime,
+            base,
+            guests.clone(),
+            metrics.clone(),
+            recorder,
+            config,
+        );
+        source.sync_once().await?;
+        let readiness = Arc::new(Readiness::default());
+        readiness.guest_loaded();
+        let controller_config = controller::Config {
+            namespace: Some(namespace.to_owned()),
+            ..controller::Config::default()
+        };
+        let run = controller::run(
+            client.clone(),
+            guests.clone(),
+            metrics.clone(),
+            readiness.clone(),
+            controller_config,
+            futures::future::pending(),
+        );
+        let tasks = vec![
+            tokio::spawn(source.run(futures::future::pending())),
+            tokio::spawn(async move {
+                if let Err(err) = run.await {
+                    eprintln!("controller failed: {err}");
+                }
+            }),
+        ];
+        wait::until("the controller's caches to sync", CONVERGE, || {
+            let ready = readiness.clone();
+            async move { Ok(ready.is_ready().then_some(())) }
+        })
+        .await?;
+        Ok(Self {
+            metrics,
+            guests,
+            tasks,
+        })
+    }
+}
+
+impl Drop for SwapOperator {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Runs `app-operator guest push <wasm> [--canary selector]` against the test namespace and
+/// waits up to 60 s for the operator's verdict.
+pub async fn push(namespace: &str, wasm: &[u8], canary: Option<&str>) -> anyhow::Result<()> {
+    let dir = std::env::temp_dir().join(format!("app-operator-push-{namespace}"));
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join("guest.wasm");
+    std::fs::write(&file, wasm)?;
+    let args = push::Args {
+        file,
+        canary: canary.map(str::to_owned),
+        pin: false,
+        configmap: GUEST_CONFIGMAP.to_owned(),
+        namespace: Some(namespace.to_owned()),
+        wait: 60,
+        kubeconfig: Some(cluster::kubeconfig_path()),
+        context: None,
+    };
+    push::exec(args)
+        .await
+        .map_err(|e| anyhow::anyhow!(app_operator::error_chain(&e)))
+}
+
+/// Waits until AppService `name` was reconciled, at its latest generation, by guest `digest`,
+/// and its Deployment carries that digest. Returns the Deployment.
+pub async fn wait_digest(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    digest: &str,
+) -> anyhow::Result<Deployment> {
+    let apps: Api<AppService> = Api::namespaced(client.clone(), ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let what = format!("AppService {name} and its Deployment to be rendered by {digest}");
+    wait::until(&what, CONVERGE, || async {
+        let app = apps.get(name).await?;
+        let status = app.status.clone().unwrap_or_default();
+        let app_ok = status.guest_digest.as_deref() == Some(digest)
+            && status.observed_generation == app.metadata.generation;
+        let Some(d) = deployments.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let d_ok = d
+            .annotations()
+            .get(ANNOTATION_GUEST_DIGEST)
+            .map(String::as_str)
+            == Some(digest);
+        Ok((app_ok && d_ok).then_some(d))
+    })
+    .await
+    .context("the swap did not reach the AppService")
+}

@@ -1,0 +1,304 @@
+//! Hot swap against the local control plane: each test runs its own operator in-process, with
+//! its guest ConfigMap in the test's namespace, and pushes guests with `guest push`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use app_operator::consts::{ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_STATE, GUEST_CONFIGMAP};
+use app_operator::crd::AppService;
+use app_operator::guest;
+use app_operator::testing::{hostile_guest, tiered_guest};
+use app_operator_e2e::appservice::{create, sample_named, wait_event};
+use app_operator_e2e::swap::{SwapOperator, push, wait_digest};
+use app_operator_e2e::{TestNamespace, client};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+/// Label the tiered example guest puts on every pod template.
+const TIER: &str = "app.kudevops.io/tier";
+
+fn digest_of(wasm: &[u8]) -> String {
+    let runtime = guest::Runtime::new(guest::Config::default()).expect("default config is valid");
+    runtime
+        .inspect(wasm)
+        .map(|i| i.digest)
+        .expect("guest compiles")
+}
+
+fn labelled(name: &str, labels: &[(&str, &str)]) -> AppService {
+    let mut app = sample_named(name);
+    app.metadata.labels = Some(
+        labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<BTreeMap<_, _>>(),
+    );
+    app
+}
+
+fn tier(d: &Deployment) -> Option<String> {
+    d.spec
+        .as_ref()?
+        .template
+        .metadata
+        .as_ref()?
+        .labels
+        .as_ref()?
+        .get(TIER)
+        .cloned()
+}
+
+#[tokio::test]
+async fn swap_to_a_new_guest_updates_every_appservice() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "swap-all").await?;
+    let operator = SwapOperator::start(&client, ns.name()).await?;
+    let default = digest_of(guest::default_guest());
+    for name in ["alpha", "beta", "gamma"] {
+        create(&client, ns.name(), &sample_named(name)).await?;
+        let d = wait_digest(&client, ns.name(), name, &default).await?;
+        assert_eq!(tier(&d), None);
+    }
+
+    push(ns.name(), tiered_guest(), None).await?;
+    let tiered = digest_of(tiered_guest());
+    for name in ["alpha", "beta", "gamma"] {
+        let d = wait_digest(&client, ns.name(), name, &tiered).await?;
+        assert_eq!(tier(&d).as_deref(), Some("web"), "{name}");
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let cm = cms.get(GUEST_CONFIGMAP).await?;
+    assert_eq!(
+        cm.annotations()
+            .get(ANNOTATION_GUEST_STATE)
+            .map(String::as_str),
+        Some("Active")
+    );
+    assert_eq!(cm.annotations().get(ANNOTATION_GUEST_ACTIVE), Some(&tiered));
+    wait_event(&client, ns.name(), GUEST_CONFIGMAP, "GuestActivated").await?;
+    assert_eq!(operator.metrics.guest_swaps.get(), 1);
+    Ok(())
+}
+
+#[tokio::test]
+async fn bad_guests_are_rejected_and_change_nothing() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "swap-reject").await?;
+    let operator = SwapOperator::start(&client, ns.name()).await?;
+    let default = digest_of(guest::default_guest());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let mut before = Vec::new();
+    for name in ["web", "panic"] {
+        create(&client, ns.name(), &sample_named(name)).await?;
+        wait_digest(&client, ns.name(), name, &default).await?;
+    }
+    // NB: let the rollout settle so that status writes do not move resourceVersions.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for name in ["web", "panic"] {
+        before.push(deployments.get(name).await?.resource_version());
+    }
+
+    let garbage = b"definitely not a wasm component".to_vec();
+    // An empty component: valid, but it implements no contract at all.
+    let wrong_world = b"\0asm\x0d\x00\x01\x00".to_vec();
+    let cases: [(&str, &[u8], &str); 3] = [
+        ("garbage", &garbage, "failed to load the stable guest"),
+        (
+            "wrong world",
+            &wrong_world,
+            "failed to load the stable guest",
+        ),
+        ("traps on one", hostile_guest(), "failed on AppService"),
+    ];
+    for (what, wasm, expected) in cases {
+        let err = push(ns.name(), wasm, None).await.expect_err(what);
+        let message = format!("{err:#}");
+        assert!(
+            message.contains("rejected") && message.contains(expected),
+            "{what}: {message}"
+        );
+    }
+    let err = push(ns.name(), hostile_guest(), None).await;
+    assert!(err.is_err(), "an unchanged rejected guest stays rejected");
+    let event = wait_event(&client, ns.name(), GUEST_CONFIGMAP, "GuestRejected").await?;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(operator.metrics.guest_swaps.get(), 0);
+    let rejections = &operator.metrics.guest_rejections;
+    let count = |kind| {
+        rejections
+            .get_or_create(&app_operator::metrics::KindLabel { kind })
+            .get()
+    };
+    assert_eq!((count("load"), count("dry_run")), (2, 1));
+
+    assert_eq!(operator.guests.current().stable.digest(), default);
+    for (name, version) in ["web", "panic"].into_iter().zip(before) {
+        let d = deployments.get(name).await?;
+        assert_eq!(d.resource_version(), version, "{name} was touched");
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn deleting_the_configmap_reverts_to_the_base_guest() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "swap-delete").await?;
+    let _operator = SwapOperator::start(&client, ns.name()).await?;
+    create(&client, ns.name(), &sample_named("web")).await?;
+    push(ns.name(), tiered_guest(), None).await?;
+    let d = wait_digest(&client, ns.name(), "web", &digest_of(tiered_guest())).await?;
+    assert_eq!(tier(&d).as_deref(), Some("web"));
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    cms.delete(GUEST_CONFIGMAP, &DeleteParams::default())
+        .await?;
+    let d = wait_digest(
+        &client,
+        ns.name(),
+        "web",
+        &digest_of(guest::default_guest()),
+    )
+    .await?;
+    assert_eq!(tier(&d), None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_canary_changes_only_the_selected_appservices() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "swap-canary").await?;
+    let operator = SwapOperator::start(&client, ns.name()).await?;
+    let default = digest_of(guest::default_guest());
+    create(
+        &client,
+        ns.name(),
+        &labelled("picked", &[("track", "canary")]),
+    )
+    .await?;
+    create(
+        &client,
+        ns.name(),
+        &labelled("spared", &[("track", "stable")]),
+    )
+    .await?;
+    wait_digest(&client, ns.name(), "picked", &default).await?;
+    let spared = wait_digest(&client, ns.name(), "spared", &default).await?;
+
+    push(ns.name(), tiered_guest(), Some("track=canary")).await?;
+    let tiered = digest_of(tiered_guest());
+    let d = wait_digest(&client, ns.name(), "picked", &tiered).await?;
+    assert_eq!(tier(&d).as_deref(), Some("web"));
+    // The reconcile after the swap has happened for "picked"; give "spared" the same time.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let after = deployments.get("spared").await?;
+    assert_eq!(tier(&after), None);
+    assert_eq!(after.spec, spared.spec);
+    let apps: Api<AppService> = Api::namespaced(client.clone(), ns.name());
+    let status = apps.get("spared").await?.status.unwrap_or_default();
+    assert_eq!(status.guest_digest.as_deref(), Some(default.as_str()));
+    let set = operator.guests.current();
+    assert_eq!(
+        set.canary.as_ref().map(|c| c.policy.digest()),
+        Some(tiered.as_str())
+    );
+
+    // Promotion: the same guest pushed as stable replaces the canary.
+    push(ns.name(), tiered_guest(), None).await?;
+    wait_digest(&client, ns.name(), "spared", &tiered).await?;
+    assert!(operator.guests.current().canary.is_none());
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_failing_guest_rolls_back_to_the_last_good_one() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "swap-rollback").await?;
+    let operator = SwapOperator::start(&client, ns.name()).await?;
+    let default = digest_of(guest::default_guest());
+    create(&client, ns.name(), &sample_named("web")).await?;
+    wait_digest(&client, ns.name(), "web", &default).await?;
+
+    // The hostile guest renders a busybox Deployment for "web": it passes the dry run.
+    push(ns.name(), hostile_guest(), None).await?;
+    let hostile = digest_of(hostile_guest());
+    wait_digest(&client, ns.name(), "web", &hostile).await?;
+
+    // Then "web" changes so that the hostile guest traps on it.
+    let apps: Api<AppService> = Api::namespaced(client.clone(), ns.name());
+    let change = json!({
+        "metadata": {"labels": {"hostile.kudevops.io/misdeed": "panic"}},
+        "spec": {"image": "nginx:1.27"},
+    });
+    apps.patch("web", &PatchParams::default(), &Patch::Merge(&change))
+        .await?;
+    let d = wait_digest(&client, ns.name(), "web", &default).await?;
+    let images: Vec<_> = d
+        .spec
+        .iter()
+        .flat_map(|s| s.template.spec.iter())
+        .flat_map(|s| &s.containers)
+        .filter_map(|c| c.image.clone())
+        .collect();
+    assert_eq!(images, ["nginx:1.27"]);
+    let event = wait_event(&client, ns.name(), "web", "GuestRolledBack").await?;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert!(operator.metrics.guest_rollbacks.get() >= 1);
+    assert_eq!(operator.guests.current().stable.digest(), hostile);
+    Ok(())
+}
+
+#[tokio::test]
+async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "swap-plan").await?;
+    let _operator = SwapOperator::start(&client, ns.name()).await?;
+    create(&client, ns.name(), &sample_named("web")).await?;
+    let before = wait_digest(
+        &client,
+        ns.name(),
+        "web",
+        &digest_of(guest::default_guest()),
+    )
+    .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = Api::<Deployment>::namespaced(client.clone(), ns.name())
+        .get("web")
+        .await
+        .map(|d| d.resource_version())
+        .unwrap_or(before.resource_version());
+
+    let runtime = guest::Runtime::new(guest::Config::default())?;
+    let same = runtime.load_default()?;
+    let out = app_operator::cli::plan::plan(&client, &same, Some(ns.name())).await?;
+    assert!(
+        out.contains("0 children would change, 0 AppServices fail"),
+        "{out}"
+    );
+
+    let tiered = runtime.load(tiered_guest())?;
+    let out = app_operator::cli::plan::plan(&client, &tiered, Some(ns.name())).await?;
+    assert!(out.contains("--- live Deployment/web"), "{out}");
+    assert!(out.contains("+        app.kudevops.io/tier: web"), "{out}");
+    assert!(out.contains("cpu: 50m"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "+    apps.kudevops.io/guest-digest: {}",
+            tiered.digest()
+        )),
+        "{out}"
+    );
+
+    let after = Api::<Deployment>::namespaced(client.clone(), ns.name())
+        .get("web")
+        .await?;
+    assert_eq!(
+        after.resource_version(),
+        before,
+        "plan wrote to the Deployment"
+    );
+    Ok(())
+}
