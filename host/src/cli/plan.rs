@@ -96,7 +96,7 @@ async fn compare(client: &Client, ns: &str, object: &DesiredObject) -> Result<(S
         Some((g, v)) => (g, v),
         None => ("", object.api_version.as_str()),
     };
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, &object.kind);
+    let gvk = kube::core::GroupVersionKind::gvk(group, version, &object.kind);
     let resource = ApiResource::from_gvk(&gvk);
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
     let apply_err = |source| Error::Apply {

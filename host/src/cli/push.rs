@@ -72,11 +72,11 @@ pub async fn exec(args: Args) -> Result<()> {
         wasm,
         &digest,
     );
-    match existing {
+    let written = match existing {
         Some(_) => api.replace(name, &PostParams::default(), &cm).await,
         None => api.create(&PostParams::default(), &cm).await,
-    }
-    .map_err(Error::GuestSource)?;
+    };
+    written.map_err(Error::GuestSource)?;
     let role = if args.canary.is_some() {
         "canary"
     } else {
