@@ -2,7 +2,6 @@
 //! the test's namespace, and `guest push` is run in-process against it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use app_operator::cli::push;

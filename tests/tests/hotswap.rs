@@ -48,7 +48,6 @@ fn fingerprint(d: &Deployment) -> (Option<i64>, String, BTreeMap<String, String>
 
 fn tier(d: &Deployment) -> Option<String> {
     d.spec
-        .as_ref()?
         .template
         .metadata
         .as_ref()?
@@ -245,8 +244,9 @@ async fn a_failing_guest_rolls_back_to_the_last_good_one() -> anyhow::Result<()>
     let d = wait_digest(&client, ns.name(), "web", &default).await?;
     let images: Vec<_> = d
         .spec
+        .template
+        .spec
         .iter()
-        .flat_map(|s| s.template.spec.iter())
         .flat_map(|s| &s.containers)
         .filter_map(|c| c.image.clone())
         .collect();

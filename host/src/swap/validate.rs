@@ -33,21 +33,30 @@ pub struct Failure {
 /// Renders every AppService in `apps` through the guest `set` selects for it. Returns how many
 /// were rendered, or the first failure.
 pub async fn dry_run(set: &Set, apps: &[AppService]) -> Result<usize, Failure> {
-    let mut failures: Vec<(String, String, String, guest::Error)> = stream::iter(apps)
-        .map(|app| async move {
+    // NB: owned futures (no closures over borrowed AppServices in the stream), so the caller's
+    // future stays `Send` for `tokio::spawn`.
+    let renders: Vec<_> = apps
+        .iter()
+        .map(|app| {
             let policy = set.select(app).policy;
-            let result = policy.render(app).await;
-            result.err().map(|e| {
-                (
-                    app.namespace().unwrap_or_default(),
-                    app.name_any(),
-                    policy.digest().to_owned(),
-                    e,
-                )
-            })
+            let app = app.clone();
+            async move {
+                let result = policy.render(&app).await;
+                result.err().map(|e| {
+                    let digest = policy.digest().to_owned();
+                    (
+                        app.namespace().unwrap_or_default(),
+                        app.name_any(),
+                        digest,
+                        e,
+                    )
+                })
+            }
         })
+        .collect();
+    let mut failures: Vec<(String, String, String, guest::Error)> = stream::iter(renders)
         .buffer_unordered(CONCURRENCY)
-        .filter_map(|failure| async move { failure })
+        .filter_map(futures::future::ready)
         .collect()
         .await;
     failures.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
