@@ -39,7 +39,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
         // NB: the children carry ownerReferences; the garbage collector removes them.
         return Ok(Action::await_change());
     }
-    ctx.children_synced().await;
+    ctx.caches_synced().await;
 
     let (policy, rendered) = render(&ctx, &app).await;
     span.record("guest", field::display(policy.digest()));
