@@ -142,7 +142,8 @@ async fn policy_error_is_typed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn invalid_outputs_are_refused() {
-    let cases: [(&str, fn(&Violation) -> bool); 8] = [
+    type Expect = fn(&Violation) -> bool;
+    let cases: [(&str, Expect); 8] = [
         (
             "forbidden-kind",
             |v| matches!(v, Violation::Kind { kind, .. } if kind == "ClusterRole"),

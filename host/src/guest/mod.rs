@@ -254,28 +254,41 @@ impl Policy {
         self.render_input(&bindings::to_input(app))
     }
 
+    /// For benchmarks only: one fresh-Store guest call without output validation, returning
+    /// the number of objects. Not part of the API.
+    #[doc(hidden)]
+    pub fn bench_call(&self, app: &AppService) -> Result<usize, Error> {
+        Ok(self
+            .call(&bindings::to_input(app))?
+            .map_or(0, |objects| objects.len()))
+    }
+
     fn render_input(
         &self,
         input: &bindings::types::AppService,
     ) -> Result<Vec<DesiredObject>, Error> {
-        let shared = &self.runtime.shared;
-        let raw = store::call(
-            &shared.engine,
-            &self.loaded.pre,
-            &shared.limits,
-            &self.loaded.digest,
-            input,
-        )?
-        .map_err(|e| Error::Policy(e.into()))?;
+        let raw = self.call(input)?.map_err(|e| Error::Policy(e.into()))?;
+        let config = &self.runtime.shared.config;
         let rules = validate::Rules {
-            allowed_kinds: &shared.config.allowed_kinds,
+            allowed_kinds: &config.allowed_kinds,
             namespace: input
                 .metadata
                 .namespace
                 .as_deref()
                 .unwrap_or(crate::consts::DEFAULT_NAMESPACE),
-            max_output_bytes: shared.config.max_output_bytes,
+            max_output_bytes: config.max_output_bytes,
         };
         Ok(validate::validate(raw, &rules)?)
+    }
+
+    fn call(&self, input: &bindings::types::AppService) -> Result<store::Output, Error> {
+        let shared = &self.runtime.shared;
+        store::call(
+            &shared.engine,
+            &self.loaded.pre,
+            &shared.limits,
+            &self.loaded.digest,
+            input,
+        )
     }
 }
