@@ -96,7 +96,7 @@ async fn allocation_bomb_hits_the_memory_cap() {
 #[test]
 fn memory_cap_below_the_initial_memory_fails_at_load() {
     let config = guest::Config {
-        memory_limit: 128 << 10,
+        memory_limit: 64 << 10,
         ..guest::Config::default()
     };
     let err = guest::Runtime::new(config)
