@@ -4,6 +4,13 @@
 //! digest (or loads it precompiled from the disk cache) and pre-links it into a [`Policy`].
 //! Every [`Policy::render`] runs in a fresh Store and instance, with an epoch deadline, a memory
 //! cap and optional fuel, off the async runtime, and validates the output before returning it.
+//!
+//! ```ignore
+//! let runtime = guest::Runtime::new(guest::Config { cache_dir, ..guest::Config::default() })?;
+//! let policy = runtime.load_default()?; // or runtime.load(&wasm_bytes)?
+//! let desired = policy.render(&app).await?; // guest::Error::kind() for metric labels
+//! let apply = stamp::stamp(&app, policy.digest(), desired); // what server-side apply sends
+//! ```
 
 mod bindings;
 mod engine;
