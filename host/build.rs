@@ -1,1 +1,97 @@
-fn main() {}
+//! Builds the guests for `wasm32-wasip2` with a nested cargo, so `cargo build` alone produces a
+//! host with the default guest embedded.
+//!
+//! Sets `APP_OPERATOR_DEFAULT_GUEST` (embedded by `guest::default_guest`) and
+//! `APP_OPERATOR_HOSTILE_GUEST` (read by the sandbox tests) to the built `.wasm` paths.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `(package, artifact stem, env var)` of each guest built here.
+const GUESTS: [(&str, &str, &str); 2] = [
+    (
+        "app-operator-guest",
+        "app_operator_guest",
+        "APP_OPERATOR_DEFAULT_GUEST",
+    ),
+    (
+        "app-operator-hostile-guest",
+        "app_operator_hostile_guest",
+        "APP_OPERATOR_HOSTILE_GUEST",
+    ),
+];
+
+const TARGET: &str = "wasm32-wasip2";
+const PROFILE: &str = "guest";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let root = manifest_dir
+        .parent()
+        .expect("host/ lives in the workspace root")
+        .to_path_buf();
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("set by cargo"));
+    let target_dir = out_dir.join("guests");
+
+    for dir in [
+        "guest",
+        "wit",
+        "tests/guests",
+        "Cargo.lock",
+        ".cargo/config.toml",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(dir).display());
+    }
+
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .args([
+            "build",
+            "--target",
+            TARGET,
+            "--profile",
+            PROFILE,
+            "--target-dir",
+        ])
+        .arg(&target_dir);
+    for (package, _, _) in GUESTS {
+        cmd.args(["-p", package]);
+    }
+    // NB: the outer cargo's flags are for the host target; the guest's come from
+    // .cargo/config.toml ([target.wasm32-wasip2]). Clippy's wrapper would also lint the guests
+    // twice. The jobserver (CARGO_MAKEFLAGS) is kept so the nested build shares the job slots.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_MANIFEST_PATH",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status().expect("failed to run cargo for the guests");
+    assert!(
+        status.success(),
+        "building the guests for {TARGET} failed; is the target installed? \
+         (`rustup target add {TARGET}`)"
+    );
+
+    for (_, stem, var) in GUESTS {
+        let wasm = target_dir
+            .join(TARGET)
+            .join(PROFILE)
+            .join(format!("{stem}.wasm"));
+        assert!(exists(&wasm), "guest artifact missing: {}", wasm.display());
+        println!("cargo:rustc-env={var}={}", wasm.display());
+    }
+}
+
+fn exists(path: &Path) -> bool {
+    path.try_exists().unwrap_or(false)
+}

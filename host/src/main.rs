@@ -1,10 +1,23 @@
 //! The `app-operator` binary: parses the command line and hands off to the library.
 
+use std::process::ExitCode;
+
 use clap::Parser;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
     let cli = app_operator::cli::Cli::parse();
-    app_operator::cli::exec(cli).await?;
-    Ok(())
+    match app_operator::cli::exec(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One line: the error and its causes, `: `-separated, with any line breaks in a
+            // cause's text (e.g. wasmtime's parse errors) folded.
+            let message = format!("{:#}", anyhow::Error::from(e));
+            eprintln!(
+                "error: {}",
+                message.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+            ExitCode::FAILURE
+        }
+    }
 }

@@ -1,10 +1,89 @@
-//! `app-operator inspect` (placeholder: being written, see the issue).
+//! `app-operator guest inspect`: what a guest component is and what it imports.
 
-/// Arguments of `app-operator inspect`.
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use crate::Result;
+use crate::guest::{self, Inspection};
+
+/// Arguments of `app-operator guest inspect`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The guest component (`.wasm`).
+    pub file: PathBuf,
+}
 
-/// Runs the subcommand.
-pub async fn exec(_args: Args) -> crate::Result<()> {
-    todo!("app-operator inspect")
+/// Runs the subcommand: prints digest, size, world and version, exports and imports.
+pub async fn exec(args: Args) -> Result<()> {
+    super::init_stderr_logging();
+    let wasm = super::render::read(&args.file)?;
+    let runtime = guest::Runtime::new(guest::Config::default())?;
+    let inspection = tokio::task::block_in_place(|| runtime.inspect(&wasm))?;
+    print!("{}", format(&inspection));
+    Ok(())
+}
+
+/// The inspection as aligned text.
+pub fn format(i: &Inspection) -> String {
+    let mut out = String::new();
+    let world = i
+        .world
+        .as_deref()
+        .unwrap_or("none (does not export kudevops:appservice/policy)");
+    let _ = writeln!(
+        out,
+        "digest:  {}\nsize:    {} bytes\nworld:   {world}",
+        i.digest, i.size
+    );
+    let _ = writeln!(out, "exports:");
+    for e in &i.exports {
+        let _ = writeln!(out, "  {e}");
+    }
+    let _ = writeln!(out, "imports:");
+    let width = i.imports.iter().map(|m| m.name.len()).max().unwrap_or(0);
+    for m in &i.imports {
+        let how = if m.provided {
+            "provided by the host"
+        } else {
+            "denied: traps if called"
+        };
+        let _ = writeln!(out, "  {:width$}  {how}", m.name);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::Import;
+
+    #[test]
+    fn format_lists_imports_with_their_fate() {
+        let i = Inspection {
+            digest: "sha256:ab".into(),
+            size: 3,
+            world: None,
+            exports: vec!["x".into()],
+            imports: vec![
+                Import {
+                    name: "kudevops:appservice/host@0.1.0".into(),
+                    provided: true,
+                },
+                Import {
+                    name: "wasi:cli/stdout@0.2.6".into(),
+                    provided: false,
+                },
+            ],
+        };
+        let text = format(&i);
+        assert!(text.contains("world:   none"), "{text}");
+        assert!(
+            text.contains("  kudevops:appservice/host@0.1.0  provided by the host\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  wasi:cli/stdout@0.2.6           denied: traps if called\n"),
+            "{text}"
+        );
+    }
 }

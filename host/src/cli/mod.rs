@@ -37,6 +37,17 @@ pub enum GuestCommand {
     Inspect(inspect::Args),
 }
 
+/// Sends `tracing` events (guest logs among them) to stderr, filtered by `RUST_LOG` (default
+/// `warn`), for the local subcommands. Does nothing if a subscriber is already set.
+fn init_stderr_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 /// Runs the parsed command line.
 pub async fn exec(cli: Cli) -> crate::Result<()> {
     match cli.command {

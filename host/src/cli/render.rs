@@ -1,10 +1,113 @@
-//! `app-operator render` (placeholder: being written, see the issue).
+//! `app-operator render`: an AppService file through a guest, printed as the controller would
+//! apply it.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::crd::AppService;
+use crate::guest::{self, DesiredObject};
+use crate::{Error, Result, consts, stamp};
 
 /// Arguments of `app-operator render`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The AppService manifest (one YAML document); `-` reads standard input.
+    #[arg(short = 'f', long = "filename")]
+    pub file: PathBuf,
+    /// A guest component (`.wasm`) to use instead of the embedded default guest.
+    #[arg(long)]
+    pub guest: Option<PathBuf>,
+    /// Directory for precompiled guests; unset compiles in memory every run.
+    #[arg(long, env = "APP_OPERATOR_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
 
-/// Runs the subcommand.
-pub async fn exec(_args: Args) -> crate::Result<()> {
-    todo!("app-operator render")
+/// Runs the subcommand: prints multi-document YAML on stdout.
+pub async fn exec(args: Args) -> Result<()> {
+    super::init_stderr_logging();
+    let app = read_app(&args.file)?;
+    let config = guest::Config {
+        cache_dir: args.cache_dir,
+        ..guest::Config::default()
+    };
+    let runtime = guest::Runtime::new(config)?;
+    let policy = match &args.guest {
+        Some(path) => runtime.load(&read(path)?)?,
+        None => runtime.load_default()?,
+    };
+    print!("{}", render(&policy, &app).await?);
+    Ok(())
+}
+
+/// Renders `app` through `policy` and stamps the result: the YAML `render` prints.
+pub async fn render(policy: &guest::Policy, app: &AppService) -> Result<String> {
+    let objects = stamp::stamp(app, policy.digest(), policy.render(app).await?);
+    to_yaml(app, policy.digest(), &objects)
+}
+
+/// Parses an AppService manifest, checking its apiVersion and kind.
+pub fn read_app(path: &Path) -> Result<AppService> {
+    let text = String::from_utf8_lossy(&read(path)?).into_owned();
+    let what = path.display().to_string();
+    let yaml = |source| Error::Yaml {
+        what: what.clone(),
+        source,
+    };
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).map_err(yaml)?;
+    let field = |key: &str| {
+        value
+            .get(key)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    if api_version != consts::OWNER_API_VERSION || kind != consts::OWNER_KIND {
+        return Err(Error::Input(format!(
+            "{what} is {api_version:?} {kind:?}, not an {} {}",
+            consts::OWNER_API_VERSION,
+            consts::OWNER_KIND
+        )));
+    }
+    let app: AppService = serde_yaml_ng::from_value(value).map_err(yaml)?;
+    if app.metadata.name.as_deref().is_none_or(str::is_empty) {
+        return Err(Error::Input(format!("{what} has no metadata.name")));
+    }
+    Ok(app)
+}
+
+/// The stamped objects as multi-document YAML, headed by comments on how they were made.
+pub fn to_yaml(app: &AppService, digest: &str, objects: &[DesiredObject]) -> Result<String> {
+    let mut out = format!("# Rendered by guest {digest}.\n");
+    if app.metadata.uid.is_none() {
+        let name = app.metadata.name.as_deref().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "# NB: the input has no metadata.uid, so no ownerReference is stamped. The controller \
+             sets one\n# (AppService {name}, controller: true, blockOwnerDeletion: true) from the \
+             live object."
+        );
+    }
+    for o in objects {
+        let doc = serde_yaml_ng::to_string(&o.body).map_err(|source| Error::Yaml {
+            what: format!("{}/{}", o.kind, o.name),
+            source,
+        })?;
+        out.push_str("---\n");
+        out.push_str(&doc);
+    }
+    Ok(out)
+}
+
+/// Reads a file, or standard input for `-`.
+pub(super) fn read(path: &Path) -> Result<Vec<u8>> {
+    let read = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).map(String::into_bytes)
+    } else {
+        std::fs::read(path)
+    };
+    read.map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })
 }

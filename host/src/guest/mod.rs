@@ -1,36 +1,82 @@
 //! The sandboxed guest runtime: the only module that touches wasmtime.
 //!
-//! PLACEHOLDER: the public API below is the contract other modules code against; the bodies are
-//! being written (issue 2).
+//! One [`Runtime`] per process holds the engine. [`Runtime::load`] compiles a guest once per
+//! digest (or loads it precompiled from the disk cache) and pre-links it into a [`Policy`].
+//! Every [`Policy::render`] runs in a fresh Store and instance, with an epoch deadline, a memory
+//! cap and optional fuel, off the async runtime, and validates the output before returning it.
+//!
+//! ```ignore
+//! let runtime = guest::Runtime::new(guest::Config { cache_dir, ..guest::Config::default() })?;
+//! let policy = runtime.load_default()?; // or runtime.load(&wasm_bytes)?
+//! let desired = policy.render(&app).await?; // guest::Error::kind() for metric labels
+//! let apply = stamp::stamp(&app, policy.digest(), desired); // what server-side apply sends
+//! ```
 
+mod bindings;
+mod engine;
+mod error;
+mod inspect;
+mod loader;
+mod store;
+mod validate;
+
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::Semaphore;
+
+use self::bindings::AppservicePolicyPre;
+pub use self::error::{BoxError, Error, PolicyError};
+pub use self::inspect::{Import, Inspection};
+use self::store::{Limits, State};
+pub use self::validate::Violation;
 use crate::crd::AppService;
 
-/// Errors of the guest runtime.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// Placeholder.
-    #[error("guest runtime not implemented yet")]
-    Unimplemented,
+/// The default guest, built from `guest/` by `build.rs` and embedded in the binary.
+pub fn default_guest() -> &'static [u8] {
+    include_bytes!(env!("APP_OPERATOR_DEFAULT_GUEST"))
 }
 
 /// Limits and settings of the runtime.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Wall-clock budget of one guest call.
+    /// Wall-clock budget of one guest call; enforced with a granularity of 10 ms.
     pub deadline: Duration,
     /// Cap on the guest's linear memory, in bytes.
     pub memory_limit: usize,
-    /// Optional fuel budget per call.
+    /// Optional fuel budget per call (about 11 units per ns of guest CPU; the default guest
+    /// uses about 50k per call).
     pub fuel: Option<u64>,
     /// Where precompiled guests are cached; `None` disables the disk cache.
+    ///
+    /// **Warning**: artifacts there are loaded as native code; the directory must be writable
+    /// only by the operator.
     pub cache_dir: Option<PathBuf>,
-    /// `(apiVersion, kind)` pairs a guest may emit.
+    /// `(apiVersion, kind)` pairs a guest may emit. Cluster-scoped and RBAC kinds are refused
+    /// by [`Runtime::new`] even if listed here.
     pub allowed_kinds: Vec<(String, String)>,
     /// Cap on the total size of one call's output, in bytes.
     pub max_output_bytes: usize,
+}
+
+impl Default for Config {
+    /// 100 ms deadline, 64 MiB memory, no fuel, no disk cache, `apps/v1 Deployment` and
+    /// `v1 Service`, 1 MiB of output.
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_millis(100),
+            memory_limit: 64 << 20,
+            fuel: None,
+            cache_dir: None,
+            allowed_kinds: vec![
+                ("apps/v1".into(), "Deployment".into()),
+                ("v1".into(), "Service".into()),
+            ],
+            max_output_bytes: 1 << 20,
+        }
+    }
 }
 
 /// One object a guest wants to exist, before the host stamps ownership.
@@ -42,38 +88,238 @@ pub struct DesiredObject {
     pub kind: String,
     /// Object name (DNS-1123).
     pub name: String,
-    /// The full object as JSON (validated).
+    /// The full object as JSON (validated), with `apiVersion`, `kind` and `metadata.name` set.
     pub body: serde_json::Value,
 }
 
 /// The process-wide runtime: one engine, a compile cache. Cheap to clone.
 #[derive(Clone)]
-pub struct Runtime {}
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    engine: wasmtime::Engine,
+    config: Config,
+    limits: Limits,
+    permits: Arc<Semaphore>,
+    /// Loaded guests by digest. NB: it holds `Loaded`, not `Policy`, which would keep the
+    /// runtime alive through a cycle; guests stay loaded for the runtime's lifetime.
+    loaded: Mutex<HashMap<String, Arc<Loaded>>>,
+}
 
 impl Runtime {
-    /// Builds the engine.
-    pub fn new(_config: Config) -> Result<Self, Error> {
-        Err(Error::Unimplemented)
+    /// Builds the engine and starts its epoch ticker. Create one per process.
+    pub fn new(config: Config) -> Result<Self, Error> {
+        if let Some((a, k)) = config
+            .allowed_kinds
+            .iter()
+            .find(|(a, k)| validate::is_forbidden(a, k))
+        {
+            return Err(Error::Config(format!(
+                "{a} {k} is cluster-scoped or RBAC; guests may never emit it"
+            )));
+        }
+        if config.deadline.is_zero() || config.memory_limit == 0 || config.max_output_bytes == 0 {
+            return Err(Error::Config(
+                "deadline, memory_limit and max_output_bytes must be positive".into(),
+            ));
+        }
+        let engine = engine::build(&config)?;
+        engine::start_ticker(&engine)?;
+        let limits = Limits {
+            deadline: config.deadline,
+            deadline_ticks: engine::deadline_ticks(config.deadline),
+            memory_limit: config.memory_limit,
+            fuel: config.fuel,
+        };
+        let permits = Arc::new(Semaphore::new(engine::MAX_INSTANCES as usize));
+        let loaded = Mutex::default();
+        Ok(Self {
+            shared: Arc::new(Shared {
+                engine,
+                config,
+                limits,
+                permits,
+                loaded,
+            }),
+        })
     }
 
-    /// Loads (compiles or fetches from cache) and pre-links a guest component.
-    pub fn load(&self, _wasm: &[u8]) -> Result<Policy, Error> {
-        Err(Error::Unimplemented)
+    /// The configuration the runtime was built with.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// Loads a guest component: compiled once per digest (or read precompiled from the disk
+    /// cache) and pre-linked. Blocks for the compile (tens of ms): in async code, call it from
+    /// `spawn_blocking`.
+    pub fn load(&self, wasm: &[u8]) -> Result<Policy, Error> {
+        let digest = loader::digest(wasm);
+        if let Some(loaded) = self.cached(&digest) {
+            return Ok(Policy {
+                runtime: self.clone(),
+                loaded,
+            });
+        }
+        let engine = &self.shared.engine;
+        let component = loader::compile(
+            engine,
+            wasm,
+            &digest,
+            self.shared.config.cache_dir.as_deref(),
+        )?;
+        let pre = loader::link(engine, &component, &digest)?;
+        let inspection = inspect::inspect(engine, &component, &digest, wasm.len());
+        let loaded = Arc::new(Loaded {
+            digest: digest.as_str().into(),
+            pre,
+            inspection,
+        });
+        self.lock().insert(digest, loaded.clone());
+        Ok(Policy {
+            runtime: self.clone(),
+            loaded,
+        })
+    }
+
+    /// Loads the embedded [`default_guest`].
+    pub fn load_default(&self) -> Result<Policy, Error> {
+        self.load(default_guest())
+    }
+
+    /// Describes a component without requiring it to implement the contract.
+    pub fn inspect(&self, wasm: &[u8]) -> Result<Inspection, Error> {
+        let digest = loader::digest(wasm);
+        if let Some(loaded) = self.cached(&digest) {
+            return Ok(loaded.inspection.clone());
+        }
+        let engine = &self.shared.engine;
+        let component = loader::compile(
+            engine,
+            wasm,
+            &digest,
+            self.shared.config.cache_dir.as_deref(),
+        )?;
+        Ok(inspect::inspect(engine, &component, &digest, wasm.len()))
+    }
+
+    fn cached(&self, digest: &str) -> Option<Arc<Loaded>> {
+        self.lock().get(digest).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Loaded>>> {
+        // NB: the map is only read and inserted into; a panic elsewhere cannot leave it torn.
+        self.shared
+            .loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
 /// A loaded guest, ready to be called. Cheap to clone.
 #[derive(Clone)]
-pub struct Policy {}
+pub struct Policy {
+    runtime: Runtime,
+    loaded: Arc<Loaded>,
+}
+
+struct Loaded {
+    digest: Arc<str>,
+    pre: AppservicePolicyPre<State>,
+    inspection: Inspection,
+}
 
 impl Policy {
     /// `sha256:<hex>` of the guest's bytes.
     pub fn digest(&self) -> &str {
-        ""
+        &self.loaded.digest
     }
 
-    /// Renders an AppService into validated desired objects, in a fresh sandbox, off the async runtime.
-    pub async fn render(&self, _app: &AppService) -> Result<Vec<DesiredObject>, Error> {
-        Err(Error::Unimplemented)
+    /// What the guest is and imports.
+    pub fn inspect(&self) -> &Inspection {
+        &self.loaded.inspection
+    }
+
+    /// Renders an AppService into validated desired objects, in a fresh sandbox, off the async
+    /// runtime. At most 64 calls per runtime run at once; more wait for a slot.
+    pub async fn render(&self, app: &AppService) -> Result<Vec<DesiredObject>, Error> {
+        let permits = self.runtime.shared.permits.clone();
+        // NB: the semaphore is never closed, so acquiring only waits.
+        let permit = permits
+            .acquire_owned()
+            .await
+            .expect("the guest semaphore is never closed");
+        let input = bindings::to_input(app);
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            this.render_input(&input)
+        })
+        .await
+        .map_err(Error::Task)?
+    }
+
+    /// [`Policy::render`] on the current thread. It blocks for the whole guest call (up to the
+    /// deadline): use it from blocking contexts only, e.g. benchmarks and tests.
+    pub fn render_blocking(&self, app: &AppService) -> Result<Vec<DesiredObject>, Error> {
+        self.render_input(&bindings::to_input(app))
+    }
+
+    /// For benchmarks only: one fresh-Store guest call without output validation, returning
+    /// the number of objects. Not part of the API.
+    #[doc(hidden)]
+    pub fn bench_call(&self, app: &AppService) -> Result<usize, Error> {
+        Ok(self
+            .call(&bindings::to_input(app))?
+            .map_or(0, |objects| objects.len()))
+    }
+
+    fn render_input(
+        &self,
+        input: &bindings::types::AppService,
+    ) -> Result<Vec<DesiredObject>, Error> {
+        let raw = self.call(input)?.map_err(|e| Error::Policy(e.into()))?;
+        let config = &self.runtime.shared.config;
+        let rules = validate::Rules {
+            allowed_kinds: &config.allowed_kinds,
+            namespace: input
+                .metadata
+                .namespace
+                .as_deref()
+                .unwrap_or(crate::consts::DEFAULT_NAMESPACE),
+            max_output_bytes: config.max_output_bytes,
+        };
+        Ok(validate::validate(raw, &rules)?)
+    }
+
+    fn call(&self, input: &bindings::types::AppService) -> Result<store::Output, Error> {
+        let shared = &self.runtime.shared;
+        store::call(
+            &shared.engine,
+            &self.loaded.pre,
+            &shared.limits,
+            &self.loaded.digest,
+            input,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropping_runtime_and_policies_frees_the_engine() {
+        let runtime = Runtime::new(Config::default()).expect("default config is valid");
+        let policy = runtime.load_default().expect("the default guest loads");
+        let weak = runtime.shared.engine.weak();
+        drop(runtime);
+        assert!(weak.upgrade().is_some(), "a policy keeps its runtime");
+        drop(policy);
+        assert!(
+            weak.upgrade().is_none(),
+            "no cycle keeps the engine (and its ticker) alive"
+        );
     }
 }

@@ -1,0 +1,200 @@
+//! The mapping from an AppService to its Deployment and Service, and the spec checks it needs.
+//!
+//! Choices where the original design is silent:
+//! - `spec.replicas` omitted: 1 pod, as the CRD documents.
+//! - no ports: a Deployment without container ports and no Service (Kubernetes rejects a Service
+//!   without ports).
+//! - `targetPort` omitted: the same number as `port`, written out explicitly.
+//! - a named `targetPort` (e.g. `web`): the container gets a port named `web` whose number is the
+//!   Service `port`, and the Service targets it by name.
+//! - `nodePort` omitted: left out, so the cluster allocates one and keeps it.
+//! - several ports: each needs a name (Kubernetes requires it), checked here for a clear message.
+
+#![deny(unsafe_code)]
+
+use serde::Serialize;
+
+use crate::kudevops::appservice::types::{
+    AppService, DesiredObject, IntOrString, PolicyError, ServicePort as SpecPort,
+};
+use crate::objects::{
+    AppLabel, Container, ContainerPort, Deployment, DeploymentSpec, IntOrStr, Meta, PodMeta,
+    PodSpec, PodTemplate, Selector, Service, ServicePort, ServiceSpec,
+};
+
+/// Pods when `spec.replicas` is omitted, as the CRD documents.
+pub const DEFAULT_REPLICAS: i32 = 1;
+
+/// Renders the Deployment, and the NodePort Service when the AppService has ports.
+pub fn render(app: &AppService) -> Result<Vec<DesiredObject>, PolicyError> {
+    check(app)?;
+    let name = app.metadata.name.as_str();
+    let mut objects = vec![object("apps/v1", "Deployment", name, &deployment(app))];
+    if !app.spec.ports.is_empty() {
+        objects.push(object("v1", "Service", name, &service(app)));
+    }
+    Ok(objects)
+}
+
+/// One log line describing what was rendered, e.g. `rendered Deployment/nginx Service/nginx`.
+pub fn summary(objects: &[DesiredObject]) -> String {
+    let mut line = String::from("rendered");
+    for o in objects {
+        line.push(' ');
+        line.push_str(&o.kind);
+        line.push('/');
+        line.push_str(&o.name);
+    }
+    line
+}
+
+/// Rejects specs that would render objects Kubernetes refuses, with the offending field.
+fn check(app: &AppService) -> Result<(), PolicyError> {
+    let invalid = |msg: String| Err(PolicyError::InvalidSpec(msg));
+    if app.metadata.name.is_empty() {
+        return invalid("metadata.name is required".into());
+    }
+    if app.spec.image.trim().is_empty() {
+        return invalid("spec.image is required".into());
+    }
+    if let Some(r) = app.spec.replicas.filter(|r| *r < 0) {
+        return invalid(format!("spec.replicas must not be negative, got {r}"));
+    }
+    let several = app.spec.ports.len() > 1;
+    for (i, p) in app.spec.ports.iter().enumerate() {
+        if !(1..=65535).contains(&p.port) {
+            return invalid(format!(
+                "spec.ports[{i}].port must be 1 to 65535, got {}",
+                p.port
+            ));
+        }
+        if several && p.name.as_deref().is_none_or(str::is_empty) {
+            return invalid(format!(
+                "spec.ports[{i}].name is required when there is more than one port"
+            ));
+        }
+        match &p.target_port {
+            Some(IntOrString::Int(t)) if !(1..=65535).contains(t) => {
+                return invalid(format!(
+                    "spec.ports[{i}].targetPort must be 1 to 65535, got {t}"
+                ));
+            }
+            Some(IntOrString::Str(s)) if !is_port_name(s) => {
+                return invalid(format!(
+                    "spec.ports[{i}].targetPort {s:?} is not a valid port name \
+                     (at most 15 lowercase letters, digits or '-', with a letter)"
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// An IANA service name, as Kubernetes requires for container port names.
+fn is_port_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    (1..=15).contains(&b.len())
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter().any(u8::is_ascii_lowercase)
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+        && !s.contains("--")
+}
+
+fn deployment(app: &AppService) -> Deployment<'_> {
+    let name = app.metadata.name.as_str();
+    Deployment {
+        api_version: "apps/v1",
+        kind: "Deployment",
+        metadata: Meta { name },
+        spec: DeploymentSpec {
+            replicas: app.spec.replicas.unwrap_or(DEFAULT_REPLICAS),
+            selector: Selector {
+                match_labels: AppLabel { app: name },
+            },
+            template: PodTemplate {
+                metadata: PodMeta {
+                    labels: AppLabel { app: name },
+                },
+                spec: PodSpec {
+                    containers: [Container {
+                        name,
+                        image: &app.spec.image,
+                        image_pull_policy: "IfNotPresent",
+                        ports: container_ports(&app.spec.ports),
+                    }],
+                },
+            },
+        },
+    }
+}
+
+/// One container port per distinct target, in the order of the AppService's ports.
+fn container_ports(ports: &[SpecPort]) -> Vec<ContainerPort<'_>> {
+    let mut out: Vec<ContainerPort<'_>> = Vec::with_capacity(ports.len());
+    for p in ports {
+        let (name, container_port) = match target(p) {
+            IntOrStr::Int(n) => (None, n),
+            IntOrStr::Str(s) => (Some(s), p.port),
+        };
+        let cp = ContainerPort {
+            name,
+            container_port,
+            protocol: p.protocol.as_deref(),
+        };
+        if !out.contains(&cp) {
+            out.push(cp);
+        }
+    }
+    out
+}
+
+fn service(app: &AppService) -> Service<'_> {
+    let name = app.metadata.name.as_str();
+    Service {
+        api_version: "v1",
+        kind: "Service",
+        metadata: Meta { name },
+        spec: ServiceSpec {
+            type_: "NodePort",
+            selector: AppLabel { app: name },
+            ports: app
+                .spec
+                .ports
+                .iter()
+                .map(|p| ServicePort {
+                    name: p.name.as_deref(),
+                    protocol: p.protocol.as_deref(),
+                    port: p.port,
+                    target_port: target(p),
+                    node_port: p.node_port,
+                    app_protocol: p.app_protocol.as_deref(),
+                })
+                .collect(),
+        },
+    }
+}
+
+/// The pod-side target of a port: `targetPort`, or `port` when it is omitted.
+fn target(p: &SpecPort) -> IntOrStr<'_> {
+    match &p.target_port {
+        Some(IntOrString::Int(n)) => IntOrStr::Int(*n),
+        Some(IntOrString::Str(s)) => IntOrStr::Str(s),
+        None => IntOrStr::Int(p.port),
+    }
+}
+
+fn object<T: Serialize>(api_version: &str, kind: &str, name: &str, value: &T) -> DesiredObject {
+    DesiredObject {
+        api_version: api_version.into(),
+        kind: kind.into(),
+        name: name.into(),
+        // NB: these structs have only string keys and finite numbers, so serializing cannot fail.
+        body: serde_json::to_string(value).expect("k8s object structs always serialize"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,106 @@
+//! Errors of the guest runtime: one variant per way loading or calling a guest can fail.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::validate::Violation;
+
+/// A boxed error source; wasmtime's own error type does not leave `guest/`.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Errors of the guest runtime. Expected guest refusals are [`Error::Policy`]; every other
+/// variant means a bug in the guest, a limit it hit, or a problem on the host.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The runtime's [`Config`](super::Config) is unusable, e.g. it allows a forbidden kind.
+    #[error("invalid guest runtime configuration: {0}")]
+    Config(String),
+    /// The wasmtime engine could not be built.
+    #[error("failed to build the guest engine")]
+    Engine(#[source] BoxError),
+    /// The bytes do not compile as a component implementing `kudevops:appservice`.
+    #[error("failed to load guest {digest}")]
+    Load {
+        /// `sha256:<hex>` of the bytes.
+        digest: String,
+        /// What wasmtime reported.
+        #[source]
+        source: BoxError,
+    },
+    /// No fresh instance could be made, e.g. the instance pool is exhausted.
+    #[error("failed to instantiate the guest")]
+    Instantiate(#[source] BoxError),
+    /// The guest trapped: a panic, an `unreachable`, or a call to a capability it lacks.
+    #[error("guest trapped: {}", Trapped(reason, guest_message))]
+    Trap {
+        /// The trap's one-line root cause, e.g. ``wasm trap: wasm `unreachable` instruction
+        /// executed``.
+        reason: String,
+        /// The guest's last error-level log line of the call (a panic message, for guests that
+        /// route panics to `log`), truncated.
+        guest_message: Option<String>,
+    },
+    /// The call ran past the wall-clock deadline (epoch interruption).
+    #[error("guest exceeded its deadline of {0:?}")]
+    Deadline(Duration),
+    /// The call used up its fuel budget.
+    #[error("guest ran out of fuel ({0} units)")]
+    Fuel(u64),
+    /// The guest tried to grow its linear memory past the cap, in bytes.
+    #[error("guest exceeded its memory limit of {0} bytes")]
+    Memory(usize),
+    /// The guest returned objects the host refuses to apply.
+    #[error("guest produced invalid output")]
+    InvalidOutput(#[from] Violation),
+    /// The guest refused the AppService (a `policy-error` result).
+    #[error("guest rejected the AppService")]
+    Policy(#[from] PolicyError),
+    /// The blocking task running the call failed (a host panic or a runtime shutdown).
+    #[error("guest call task failed")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+impl Error {
+    /// A fixed, low-cardinality name of the variant, for metric labels and conditions.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::Engine(_) => "engine",
+            Error::Load { .. } => "load",
+            Error::Instantiate(_) => "instantiate",
+            Error::Trap { .. } => "trap",
+            Error::Deadline(_) => "deadline",
+            Error::Fuel(_) => "fuel",
+            Error::Memory(_) => "memory",
+            Error::InvalidOutput(_) => "invalid_output",
+            Error::Policy(_) => "policy",
+            Error::Task(_) => "task",
+        }
+    }
+}
+
+/// Renders a trap reason with the guest's own message, when it left one.
+struct Trapped<'a>(&'a String, &'a Option<String>);
+
+impl fmt::Display for Trapped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(msg) => write!(f, "{} (guest said: {msg})", self.0),
+            None => f.write_str(self.0),
+        }
+    }
+}
+
+/// Why a guest refused to render: the contract's `policy-error`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// The spec cannot be rendered; the message names the field.
+    #[error("invalid spec: {0}")]
+    InvalidSpec(String),
+    /// The spec asks for something the policy does not support.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}

@@ -1,0 +1,176 @@
+//! One guest call: a fresh Store with its limits, a fresh instance, the call, and the mapping of
+//! failures to typed errors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{Level, event, warn};
+use wasmtime::{Engine, ResourceLimiter, Store, Trap};
+
+use super::Error;
+use super::bindings::{AppservicePolicyPre, DesiredObject, host, types};
+
+/// Log lines kept per call; the rest are dropped with one warning.
+const MAX_LOG_LINES: u32 = 32;
+/// Bytes kept of one guest log line.
+const MAX_LOG_BYTES: usize = 1024;
+/// Table elements a guest may grow to.
+const MAX_TABLE_ELEMENTS: usize = 10_000;
+
+/// The limits of every call, derived once from the runtime's config.
+#[derive(Debug)]
+pub(super) struct Limits {
+    pub deadline: Duration,
+    pub deadline_ticks: u64,
+    pub memory_limit: usize,
+    pub fuel: Option<u64>,
+}
+
+/// The per-call host state: the limiter and the log budget.
+pub(super) struct State {
+    digest: Arc<str>,
+    memory_limit: usize,
+    memory_exceeded: bool,
+    log_lines: u32,
+    last_error: Option<String>,
+}
+
+/// What `render` returned: objects, or the guest's refusal.
+pub(super) type Output = Result<Vec<DesiredObject>, types::PolicyError>;
+
+/// Instantiates the guest in a fresh Store and calls `render`.
+pub(super) fn call(
+    engine: &Engine,
+    pre: &AppservicePolicyPre<State>,
+    limits: &Limits,
+    digest: &Arc<str>,
+    input: &types::AppService,
+) -> Result<Output, Error> {
+    let state = State {
+        digest: digest.clone(),
+        memory_limit: limits.memory_limit,
+        memory_exceeded: false,
+        log_lines: 0,
+        last_error: None,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| s as &mut dyn ResourceLimiter);
+    store.set_epoch_deadline(limits.deadline_ticks);
+    if let Some(fuel) = limits.fuel {
+        store
+            .set_fuel(fuel)
+            .map_err(|e| Error::Instantiate(e.into()))?;
+    }
+    let instance = match pre.instantiate(&mut store) {
+        Ok(i) => i,
+        Err(e) if is_limit(&e, store.data()) => return Err(classify(e, store.data_mut(), limits)),
+        Err(e) => return Err(Error::Instantiate(e.into())),
+    };
+    instance
+        .kudevops_appservice_policy()
+        .call_render(&mut store, input)
+        .map_err(|e| classify(e, store.data_mut(), limits))
+}
+
+fn is_limit(e: &wasmtime::Error, state: &State) -> bool {
+    state.memory_exceeded || e.downcast_ref::<Trap>().is_some()
+}
+
+/// Maps a failed call to the limit it hit, or to a trap with its one-line root cause.
+fn classify(e: wasmtime::Error, state: &mut State, limits: &Limits) -> Error {
+    if state.memory_exceeded {
+        return Error::Memory(limits.memory_limit);
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => Error::Deadline(limits.deadline),
+        Some(Trap::OutOfFuel) => Error::Fuel(limits.fuel.unwrap_or_default()),
+        Some(trap) => Error::Trap {
+            reason: trap.to_string(),
+            guest_message: state.last_error.take(),
+        },
+        None => Error::Trap {
+            reason: e.root_cause().to_string(),
+            guest_message: state.last_error.take(),
+        },
+    }
+}
+
+impl ResourceLimiter for State {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_limit {
+            // NB: an error (not `Ok(false)`) traps at once with this message, instead of letting
+            // the guest's allocator abort with a bare `unreachable`.
+            self.memory_exceeded = true;
+            wasmtime::bail!(
+                "guest memory would grow to {desired} bytes, over the {} byte limit",
+                self.memory_limit
+            );
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+}
+
+impl types::Host for State {}
+
+impl host::Host for State {
+    fn log(&mut self, level: types::LogLevel, message: String) {
+        let message = truncate(message, MAX_LOG_BYTES);
+        if matches!(level, types::LogLevel::Error) {
+            self.last_error = Some(message.clone());
+        }
+        self.log_lines += 1;
+        if self.log_lines > MAX_LOG_LINES {
+            if self.log_lines == MAX_LOG_LINES + 1 {
+                warn!(target: "guest", digest = %self.digest, "guest log budget of {MAX_LOG_LINES} lines per call exhausted; dropping the rest");
+            }
+            return;
+        }
+        let digest = &*self.digest;
+        match level {
+            types::LogLevel::Trace => event!(target: "guest", Level::TRACE, digest, "{message}"),
+            types::LogLevel::Debug => event!(target: "guest", Level::DEBUG, digest, "{message}"),
+            types::LogLevel::Info => event!(target: "guest", Level::INFO, digest, "{message}"),
+            types::LogLevel::Warn => event!(target: "guest", Level::WARN, digest, "{message}"),
+            types::LogLevel::Error => event!(target: "guest", Level::ERROR, digest, "{message}"),
+        }
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary, marking the cut with `…`.
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let cut = (0..=max)
+            .rev()
+            .find(|i| s.is_char_boundary(*i))
+            .unwrap_or(0);
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncate;
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        assert_eq!(truncate("short".into(), 10), "short");
+        assert_eq!(truncate("abcdef".into(), 3), "abc…");
+        assert_eq!(truncate("ééé".into(), 3), "é…");
+    }
+}

@@ -1,0 +1,159 @@
+//! The host's stamp on a guest's objects: namespace, owner reference, labels and the guest
+//! digest annotation. The result is exactly what the controller applies.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde_json::{Map, Value};
+
+use crate::consts::{
+    ANNOTATION_GUEST_DIGEST, DEFAULT_NAMESPACE, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY,
+    OWNER_API_VERSION, OWNER_KIND,
+};
+use crate::crd::AppService;
+use crate::guest::DesiredObject;
+
+/// Stamps each object's body for `app`: `metadata.namespace` is the AppService's (or
+/// `default`), the host's labels and the digest annotation override the guest's, and
+/// `ownerReferences` is the AppService as controller, or absent when the AppService has no uid
+/// (a local file: the controller always has one).
+pub fn stamp(
+    app: &AppService,
+    guest_digest: &str,
+    objects: Vec<DesiredObject>,
+) -> Vec<DesiredObject> {
+    let namespace = app
+        .metadata
+        .namespace
+        .as_deref()
+        .unwrap_or(DEFAULT_NAMESPACE);
+    let instance = app.metadata.name.as_deref().unwrap_or_default();
+    let owner = owner_reference(app).map(|o| {
+        // NB: OwnerReference is plain strings and bools; serializing it cannot fail.
+        serde_json::to_value(o).expect("OwnerReference serializes to JSON")
+    });
+    objects
+        .into_iter()
+        .map(|mut o| {
+            let meta = field(object(&mut o.body), "metadata");
+            meta.insert("name".into(), o.name.clone().into());
+            meta.insert("namespace".into(), namespace.into());
+            let labels = field(meta, "labels");
+            labels.insert(LABEL_MANAGED_BY.into(), MANAGED_BY.into());
+            labels.insert(LABEL_INSTANCE.into(), instance.into());
+            field(meta, "annotations").insert(ANNOTATION_GUEST_DIGEST.into(), guest_digest.into());
+            match &owner {
+                Some(owner) => {
+                    meta.insert("ownerReferences".into(), Value::Array(vec![owner.clone()]))
+                }
+                None => meta.remove("ownerReferences"),
+            };
+            o
+        })
+        .collect()
+}
+
+/// The AppService as the controlling owner of its children, or `None` without name or uid.
+pub fn owner_reference(app: &AppService) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: OWNER_API_VERSION.into(),
+        kind: OWNER_KIND.into(),
+        name: app.metadata.name.clone()?,
+        uid: app.metadata.uid.clone()?,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    })
+}
+
+/// `value` as an object, replacing anything that is not one.
+fn object(value: &mut Value) -> &mut Map<String, Value> {
+    if !value.is_object() {
+        *value = Value::Object(Map::new());
+    }
+    match value {
+        Value::Object(map) => map,
+        _ => unreachable!("replaced by an object above"),
+    }
+}
+
+/// The object under `key`, created or replaced as needed.
+fn field<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    object(map.entry(key).or_insert(Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::ObjectMeta;
+    use serde_json::json;
+
+    use super::*;
+    use crate::crd::AppServiceSpec;
+
+    fn app(uid: Option<&str>, namespace: Option<&str>) -> AppService {
+        let mut app = AppService::new(
+            "nginx",
+            AppServiceSpec {
+                replicas: None,
+                image: "nginx".into(),
+                ports: vec![],
+            },
+        );
+        app.metadata = ObjectMeta {
+            name: Some("nginx".into()),
+            namespace: namespace.map(Into::into),
+            uid: uid.map(Into::into),
+            ..ObjectMeta::default()
+        };
+        app
+    }
+
+    fn deployment(body: Value) -> DesiredObject {
+        DesiredObject {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            name: "nginx".into(),
+            body,
+        }
+    }
+
+    #[test]
+    fn stamps_namespace_owner_labels_and_digest() {
+        let body = json!({"metadata": {"name": "nginx", "labels": {"app": "nginx", LABEL_MANAGED_BY: "someone"}}, "spec": {}});
+        let out = stamp(
+            &app(Some("u-1"), Some("web")),
+            "sha256:ab",
+            vec![deployment(body)],
+        );
+        assert_eq!(
+            out[0].body,
+            json!({"metadata": {
+                "name": "nginx",
+                "namespace": "web",
+                "labels": {"app": "nginx", LABEL_MANAGED_BY: MANAGED_BY, LABEL_INSTANCE: "nginx"},
+                "annotations": {ANNOTATION_GUEST_DIGEST: "sha256:ab"},
+                "ownerReferences": [{"apiVersion": OWNER_API_VERSION, "kind": OWNER_KIND, "name": "nginx",
+                    "uid": "u-1", "controller": true, "blockOwnerDeletion": true}],
+            }, "spec": {}})
+        );
+    }
+
+    #[test]
+    fn without_uid_there_is_no_owner_and_the_namespace_defaults() {
+        let out = stamp(
+            &app(None, None),
+            "sha256:ab",
+            vec![deployment(json!({"metadata": {"ownerReferences": []}}))],
+        );
+        let meta = &out[0].body["metadata"];
+        assert!(meta.get("ownerReferences").is_none());
+        assert_eq!(meta["namespace"], DEFAULT_NAMESPACE);
+    }
+
+    #[test]
+    fn tolerates_bodies_without_metadata() {
+        let out = stamp(
+            &app(Some("u"), Some("ns")),
+            "d",
+            vec![deployment(json!(null))],
+        );
+        assert_eq!(out[0].body["metadata"]["name"], "nginx");
+    }
+}

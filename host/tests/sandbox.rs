@@ -1,0 +1,296 @@
+//! The sandbox against a hostile guest (`tests/guests/hostile`, whose AppService name picks the
+//! misdeed): each misdeed gets its specific error, and the runtime still serves the next call.
+
+use std::io::Write;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use app_operator::crd::{AppService, AppServiceSpec};
+use app_operator::guest::{self, Error, PolicyError, Violation};
+
+const HOSTILE: &[u8] = include_bytes!(env!("APP_OPERATOR_HOSTILE_GUEST"));
+const DEADLINE: Duration = Duration::from_millis(50);
+const MEMORY: usize = 16 << 20;
+
+static RUNTIME: LazyLock<guest::Runtime> = LazyLock::new(|| {
+    let config = guest::Config {
+        deadline: DEADLINE,
+        memory_limit: MEMORY,
+        ..guest::Config::default()
+    };
+    guest::Runtime::new(config).expect("test config is valid")
+});
+
+fn app(name: &str) -> AppService {
+    let mut app = AppService::new(
+        name,
+        AppServiceSpec {
+            replicas: None,
+            image: "x".into(),
+            ports: vec![],
+        },
+    );
+    app.metadata.namespace = Some("web".into());
+    app
+}
+
+fn hostile() -> guest::Policy {
+    RUNTIME.load(HOSTILE).expect("the hostile guest loads")
+}
+
+/// Renders the misdeed `name`, then checks the same policy still serves a benign call.
+async fn misbehave(name: &str) -> Error {
+    let policy = hostile();
+    let err = policy
+        .render(&app(name))
+        .await
+        .expect_err("the misdeed must fail");
+    let next = policy
+        .render(&app("benign"))
+        .await
+        .expect("the runtime still serves the next call");
+    assert_eq!(next[0].name, "benign");
+    err
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn endless_loop_hits_the_deadline() {
+    let start = Instant::now();
+    let err = misbehave("loop").await;
+    assert!(
+        matches!(err, Error::Deadline(d) if d == DEADLINE),
+        "{err:?}"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        start.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn endless_loop_runs_out_of_fuel() {
+    let config = guest::Config {
+        fuel: Some(5_000_000),
+        deadline: Duration::from_secs(10),
+        ..guest::Config::default()
+    };
+    let policy = guest::Runtime::new(config)
+        .expect("valid")
+        .load(HOSTILE)
+        .expect("loads");
+    let err = policy.render(&app("loop")).await.expect_err("must fail");
+    assert!(matches!(err, Error::Fuel(5_000_000)), "{err:?}");
+    policy
+        .render(&app("benign"))
+        .await
+        .expect("fuel is per call");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn allocation_bomb_hits_the_memory_cap() {
+    let err = misbehave("alloc").await;
+    assert!(matches!(err, Error::Memory(MEMORY)), "{err:?}");
+}
+
+#[test]
+fn memory_cap_below_the_initial_memory_fails_at_load() {
+    let config = guest::Config {
+        memory_limit: 64 << 10,
+        ..guest::Config::default()
+    };
+    let err = guest::Runtime::new(config)
+        .expect("valid")
+        .load_default()
+        .err()
+        .expect("must fail");
+    assert!(matches!(err, Error::Load { .. }), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn panic_is_a_trap_with_the_panic_message() {
+    let err = misbehave("panic").await;
+    match &err {
+        Error::Trap {
+            reason,
+            guest_message: Some(msg),
+        } => {
+            assert!(reason.contains("unreachable"), "{reason}");
+            assert!(msg.contains("panics on purpose"), "{msg}");
+        }
+        other => panic!("expected a trap with a message, got {other:?}"),
+    }
+    assert!(err.to_string().contains("panics on purpose"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wasi_calls_trap() {
+    match misbehave("wasi").await {
+        Error::Trap { reason, .. } => assert!(reason.contains("wasi:"), "{reason}"),
+        other => panic!("expected a trap, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn policy_error_is_typed() {
+    let err = misbehave("policy-error").await;
+    assert!(
+        matches!(err, Error::Policy(PolicyError::Unsupported(_))),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn invalid_outputs_are_refused() {
+    type Expect = fn(&Violation) -> bool;
+    let cases: [(&str, Expect); 8] = [
+        (
+            "forbidden-kind",
+            |v| matches!(v, Violation::Kind { kind, .. } if kind == "ClusterRole"),
+        ),
+        ("other-namespace", |v| {
+            matches!(v, Violation::Namespace { .. })
+        }),
+        ("owner-reference", |v| {
+            matches!(v, Violation::Metadata { .. })
+        }),
+        ("invalid-json", |v| matches!(v, Violation::Json { .. })),
+        ("oversize", |v| matches!(v, Violation::TooLarge { .. })),
+        ("bad-name", |v| matches!(v, Violation::Name { .. })),
+        ("mismatch", |v| {
+            matches!(v, Violation::Mismatch { field: "kind", .. })
+        }),
+        ("duplicate", |v| matches!(v, Violation::Duplicate { .. })),
+    ];
+    for (name, expected) in cases {
+        match misbehave(name).await {
+            Error::InvalidOutput(v) => assert!(expected(&v), "{name}: unexpected {v:?}"),
+            other => panic!("{name}: expected invalid output, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn every_call_gets_a_fresh_instance() {
+    let policy = hostile();
+    for _ in 0..3 {
+        let out = policy.render_blocking(&app("leak")).expect("renders");
+        assert_eq!(out[0].name, "leak-1", "state leaked between calls");
+    }
+}
+
+#[test]
+fn guest_logs_are_truncated_and_budgeted() {
+    let captured = Arc::new(Mutex::new(Vec::new()));
+    let sink = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || Sink(sink.clone()))
+        .finish();
+    let out = tracing::subscriber::with_default(subscriber, || {
+        hostile().render_blocking(&app("log-flood"))
+    });
+    out.expect("a log flood is not an error");
+    let text =
+        String::from_utf8(captured.lock().expect("not poisoned").clone()).expect("utf-8 logs");
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" guest:")).collect();
+    assert_eq!(lines.len(), 33, "32 lines and one budget warning:\n{text}");
+    assert!(lines.iter().all(|l| l.len() < 1300), "lines are truncated");
+    assert!(lines[32].contains("log budget"), "{}", lines[32]);
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_calls_beyond_the_pool_wait_instead_of_failing() {
+    let policy = RUNTIME.load_default().expect("loads");
+    let calls = (0..300).map(|i| {
+        let policy = policy.clone();
+        tokio::spawn(async move { policy.render(&app(&format!("app-{i}"))).await })
+    });
+    for call in futures::future::join_all(calls).await {
+        call.expect("task ran").expect("every call succeeds");
+    }
+}
+
+#[test]
+fn precompiled_guests_are_cached_on_disk() {
+    let dir = std::env::temp_dir().join(format!("app-operator-cache-test-{}", std::process::id()));
+    let config = guest::Config {
+        cache_dir: Some(dir.clone()),
+        ..guest::Config::default()
+    };
+    let first = guest::Runtime::new(config.clone())
+        .expect("valid")
+        .load_default()
+        .expect("compiles");
+    let artifacts: Vec<_> = std::fs::read_dir(&dir)
+        .expect("cache dir created")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(artifacts.len(), 1, "{artifacts:?}");
+    let second = guest::Runtime::new(config.clone())
+        .expect("valid")
+        .load_default()
+        .expect("loads from cache");
+    assert_eq!(first.digest(), second.digest());
+    second
+        .render_blocking(&app("nginx"))
+        .expect("precompiled guest renders");
+    // A corrupt artifact costs a compile, not an error.
+    std::fs::write(&artifacts[0], b"garbage").expect("overwrite artifact");
+    let third = guest::Runtime::new(config)
+        .expect("valid")
+        .load_default()
+        .expect("recompiles");
+    third.render_blocking(&app("nginx")).expect("renders");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn bad_bytes_fail_to_load() {
+    let err = RUNTIME.load(b"\0asm not really").err().expect("must fail");
+    assert!(matches!(err, Error::Load { .. }), "{err:?}");
+    assert_eq!(err.kind(), "load");
+}
+
+#[test]
+fn forbidden_kinds_cannot_be_allowed() {
+    let mut config = guest::Config::default();
+    config.allowed_kinds.push((
+        "rbac.authorization.k8s.io/v1".into(),
+        "ClusterRoleBinding".into(),
+    ));
+    assert!(matches!(guest::Runtime::new(config), Err(Error::Config(_))));
+}
+
+#[test]
+fn inspect_reports_world_and_denied_imports() {
+    let i = RUNTIME.inspect(guest::default_guest()).expect("inspects");
+    assert_eq!(
+        i.world.as_deref(),
+        Some("kudevops:appservice/appservice-policy@0.1.0")
+    );
+    assert!(
+        i.imports
+            .iter()
+            .any(|m| m.name.starts_with("kudevops:appservice/host@") && m.provided)
+    );
+    assert!(
+        i.imports
+            .iter()
+            .filter(|m| m.name.starts_with("wasi:"))
+            .all(|m| !m.provided)
+    );
+}
