@@ -1,39 +1,68 @@
 //! The `AppService` custom resource (`apps.kudevops.io/v1alpha1`): spec, status and CRD generation.
+//!
+//! The API server enforces the validation declared here (plain OpenAPI where it can, CEL rules
+//! where it cannot), so the controller and the guest only ever see well-formed AppServices.
 
 use k8s_openapi::api::core::v1::ServicePort;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
-use schemars::JsonSchema;
+use kube::{CustomResource, CustomResourceExt, KubeSchema};
+use schemars::{Schema, SchemaGenerator};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// Most ports one AppService may expose. Bounds the cost of the CEL uniqueness rules.
+pub const MAX_PORTS: usize = 64;
 
 /// What the user asks for: a workload of `replicas` copies of `image`, exposed on `ports`.
-#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "apps.kudevops.io",
     version = "v1alpha1",
     kind = "AppService",
     namespaced,
     shortname = "appsvc",
+    category = "all",
     status = "AppServiceStatus",
-    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.ready"}"#,
-    printcolumn = r#"{"name":"Image","type":"string","jsonPath":".spec.image"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    printcolumn = r#"{"name":"Guest","type":"string","jsonPath":".status.guestDigest","priority":1}"#
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas",
+        label_selector_path = ".status.selector"
+    ),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.ready"),
+    printcolumn(name = "Image", type_ = "string", json_path = ".spec.image"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(name = "Guest", type_ = "string", json_path = ".status.guestDigest", priority = 1),
+    validation = Rule::new("self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')")
+        .message("metadata.name must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter): it names the Service"),
+    validation = Rule::new("size(self.metadata.name) <= 63")
+        .message("metadata.name must be at most 63 characters: it names the Deployment and the Service"),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AppServiceSpec {
-    /// Desired number of pods. Omitted means 1.
+    /// Desired number of pods. The API server defaults it to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("default" = 1))]
     pub replicas: Option<i32>,
     /// Container image to run.
+    #[schemars(length(min = 1, max = 1024))]
+    #[x_kube(validation = Rule::new(r"self.matches(r'^\S+$')").message("image must not be empty or contain whitespace"))]
     pub image: String,
     /// Ports to expose, as Kubernetes ServicePorts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "ports_schema")]
+    #[x_kube(
+        validation = Rule::new("self.all(p, self.exists_one(q, q.port == p.port && (has(q.protocol) ? q.protocol : 'TCP') == (has(p.protocol) ? p.protocol : 'TCP')))")
+            .message("each port number may appear only once per protocol"),
+        validation = Rule::new("self.all(p, !has(p.name) || self.exists_one(q, has(q.name) && q.name == p.name))")
+            .message("port names must be unique"),
+        validation = Rule::new("size(self) <= 1 || self.all(p, has(p.name))")
+            .message("every port must have a name when there is more than one port"),
+    )]
     pub ports: Vec<ServicePort>,
 }
 
 /// What the operator observed and did.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppServiceStatus {
     /// The generation of the spec that this status describes.
@@ -51,10 +80,115 @@ pub struct AppServiceStatus {
     /// Ready pods over desired pods, e.g. `3/3`, for `kubectl get`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<String>,
+    /// The Deployment's pod selector as a label selector string, for the scale subresource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
     /// sha256 digest of the guest that rendered the children last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest_digest: Option<String>,
     /// Standard conditions: `Ready`, `GuestError`, `Degraded`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// The schema of `spec.ports`: the Kubernetes ServicePort schema with the ranges the API server
+/// must enforce (the uniqueness rules are CEL, declared on the field).
+fn ports_schema(generator: &mut SchemaGenerator) -> Schema {
+    let mut schema = generator.subschema_for::<Vec<ServicePort>>();
+    schema.insert("maxItems".into(), json!(MAX_PORTS));
+    let properties = schema
+        .get_mut("items")
+        .and_then(|items| items.get_mut("properties"))
+        .and_then(|props| props.as_object_mut())
+        .expect("the ServicePort schema is an object with properties");
+    let mut restrict = |field: &str, extra: serde_json::Value| {
+        let prop = properties
+            .get_mut(field)
+            .and_then(|p| p.as_object_mut())
+            .expect("ServicePort has this field");
+        prop.extend(extra.as_object().cloned().unwrap_or_default());
+    };
+    restrict("port", json!({"minimum": 1, "maximum": 65535}));
+    restrict("nodePort", json!({"minimum": 30000, "maximum": 32767}));
+    restrict("protocol", json!({"enum": ["TCP", "UDP", "SCTP"]}));
+    restrict(
+        "name",
+        json!({"maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}),
+    );
+    // NB: on an int-or-string, the number keywords apply to numbers and the string keywords to
+    // strings. IANA_SVC_NAME also needs a letter, which only CEL can say; maxLength bounds its cost.
+    restrict(
+        "targetPort",
+        json!({"minimum": 1, "maximum": 65535, "maxLength": 15, "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"}),
+    );
+    let items = schema
+        .get_mut("items")
+        .and_then(|i| i.as_object_mut())
+        .expect("items is an object");
+    items.insert(
+        "x-kubernetes-validations".into(),
+        json!([{
+            "rule": "!has(self.targetPort) || type(self.targetPort) != string || self.targetPort.matches('[a-z]')",
+            "message": "a named targetPort must contain a letter (IANA_SVC_NAME)",
+        }]),
+    );
+    schema
+}
+
+/// The CustomResourceDefinition as YAML, exactly as committed under `config/crd/`.
+pub fn crd_yaml() -> String {
+    serde_yaml_ng::to_string(&AppService::crd()).expect("a CRD always serializes to YAML")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CRD_FILE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../config/crd/apps.kudevops.io_appservices.yaml"
+    );
+
+    #[test]
+    fn committed_crd_matches_the_types() {
+        let committed = std::fs::read_to_string(CRD_FILE).unwrap_or_default();
+        assert!(
+            committed == crd_yaml(),
+            "config/crd/ is stale: run `make crd` and commit the result"
+        );
+    }
+
+    #[test]
+    fn sample_parses() {
+        let sample = include_str!("../../config/samples/apps_v1alpha1_appservice.yaml");
+        let app: AppService = serde_yaml_ng::from_str(sample).expect("sample is an AppService");
+        assert_eq!(app.spec.replicas, Some(3));
+        assert_eq!(app.spec.ports.len(), 1);
+    }
+
+    #[test]
+    fn schema_carries_the_server_side_rules() {
+        let crd = serde_json::to_value(AppService::crd()).unwrap();
+        let version = &crd["spec"]["versions"][0];
+        let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(spec["properties"]["replicas"]["minimum"], 0.0);
+        assert_eq!(spec["properties"]["replicas"]["default"], 1);
+        assert_eq!(spec["properties"]["image"]["minLength"], 1);
+        assert!(spec["properties"]["image"]["x-kubernetes-validations"].is_array());
+        let ports = &spec["properties"]["ports"];
+        assert_eq!(ports["maxItems"], MAX_PORTS);
+        let item = &ports["items"]["properties"];
+        assert_eq!(item["port"]["maximum"], 65535.0);
+        assert_eq!(item["nodePort"]["minimum"], 30000.0);
+        assert_eq!(
+            ports["x-kubernetes-validations"].as_array().unwrap().len(),
+            4
+        );
+        assert_eq!(
+            version["subresources"]["scale"]["specReplicasPath"],
+            ".spec.replicas"
+        );
+        assert!(version["subresources"]["status"].is_object());
+        assert_eq!(crd["spec"]["names"]["shortNames"][0], "appsvc");
+    }
 }

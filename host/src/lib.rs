@@ -2,9 +2,20 @@
 
 pub mod cli;
 pub mod consts;
+pub mod controller;
 pub mod crd;
+#[cfg(test)]
+mod fixtures;
 pub mod guest;
+pub mod metrics;
+pub mod server;
 pub mod stamp;
+pub mod telemetry;
+#[cfg(feature = "test-guests")]
+pub mod testing;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// Every error the app-operator library reports.
 #[derive(Debug, thiserror::Error)]
@@ -12,11 +23,61 @@ pub enum Error {
     /// The guest runtime failed (load, trap, limit, invalid output, policy error).
     #[error(transparent)]
     Guest(#[from] guest::Error),
+    /// The guest emitted a kind the controller does not apply.
+    #[error("the guest emitted {api_version} {kind}, which the controller does not manage")]
+    UnsupportedKind {
+        /// The emitted apiVersion.
+        api_version: String,
+        /// The emitted kind.
+        kind: String,
+    },
+    /// Server-side apply of a child failed.
+    #[error("failed to apply {kind} {name}")]
+    Apply {
+        /// Kind of the child.
+        kind: &'static str,
+        /// Name of the child.
+        name: String,
+        /// What the API server said.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting a child the guest no longer emits failed.
+    #[error("failed to delete {kind} {name}")]
+    Prune {
+        /// Kind of the child.
+        kind: &'static str,
+        /// Name of the child.
+        name: String,
+        /// What the API server said.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing an AppService status failed.
+    #[error("failed to write the status of AppService {name}")]
+    Status {
+        /// Name of the AppService.
+        name: String,
+        /// What the API server said.
+        #[source]
+        source: kube::Error,
+    },
+    /// AppServices cannot be listed, most likely because the CRD is not installed.
+    #[error(
+        "failed to list AppServices (is the CRD installed? `app-operator crd | kubectl apply -f -`)"
+    )]
+    CrdNotInstalled(#[source] kube::Error),
+    /// No usable Kubernetes client configuration.
+    #[error("failed to load the Kubernetes client configuration")]
+    KubeConfig(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Building the Kubernetes client failed.
+    #[error("failed to create the Kubernetes client")]
+    Client(#[source] kube::Error),
     /// A file could not be read.
     #[error("failed to read {path}")]
     Read {
         /// The file.
-        path: std::path::PathBuf,
+        path: PathBuf,
         /// Why.
         #[source]
         source: std::io::Error,
@@ -33,7 +94,50 @@ pub enum Error {
         #[source]
         source: serde_yaml_ng::Error,
     },
+    /// An HTTP endpoint could not be served.
+    #[error("failed to serve HTTP on {addr}")]
+    Serve {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// A fixed, low-cardinality name of the error kind, for metric labels.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Guest(_) => "guest",
+            Error::UnsupportedKind { .. } => "unsupported_kind",
+            Error::Apply { .. } => "apply",
+            Error::Prune { .. } => "prune",
+            Error::Status { .. } => "status",
+            Error::CrdNotInstalled(_) => "crd_not_installed",
+            Error::KubeConfig(_) | Error::Client(_) => "client",
+            Error::Read { .. } => "read",
+            Error::Input(_) => "input",
+            Error::Yaml { .. } => "yaml",
+            Error::Serve { .. } => "serve",
+        }
+    }
 }
 
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error and its sources on one line: `failed to apply Deployment web: ApiError: ...`.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.ends_with(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}

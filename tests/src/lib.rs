@@ -3,9 +3,13 @@
 //! Start the control plane with `make cluster-up` (or run everything with `make test`); tests
 //! that find no control plane fail with a message saying so, they never pass silently.
 
+pub mod appservice;
 pub mod cluster;
+pub mod kubectl;
 pub mod namespace;
+pub mod operator;
 pub mod wait;
 
 pub use cluster::client;
+pub use kubectl::kubectl;
 pub use namespace::TestNamespace;

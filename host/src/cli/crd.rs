@@ -1,10 +1,11 @@
-//! `app-operator crd` (placeholder: being written, see the issue).
+//! `app-operator crd`: prints the AppService CustomResourceDefinition.
 
 /// Arguments of `app-operator crd`.
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
-/// Runs the subcommand.
+/// Prints the CRD as YAML on stdout, ready for `kubectl apply -f -`.
 pub async fn exec(_args: Args) -> crate::Result<()> {
-    todo!("app-operator crd")
+    print!("{}", crate::crd::crd_yaml());
+    Ok(())
 }

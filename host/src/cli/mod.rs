@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the controller against a cluster.
-    Run(run::Args),
+    Run(Box<run::Args>),
     /// Render an AppService through a guest and print what the controller would apply.
     Render(render::Args),
     /// Work with guest components.
@@ -51,7 +51,7 @@ fn init_stderr_logging() {
 /// Runs the parsed command line.
 pub async fn exec(cli: Cli) -> crate::Result<()> {
     match cli.command {
-        Command::Run(args) => run::exec(args).await,
+        Command::Run(args) => run::exec(*args).await,
         Command::Render(args) => render::exec(args).await,
         Command::Guest(GuestCommand::Inspect(args)) => inspect::exec(args).await,
         Command::Crd(args) => crd::exec(args).await,

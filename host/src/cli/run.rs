@@ -1,10 +1,183 @@
-//! `app-operator run` (placeholder: being written, see the issue).
+//! `app-operator run`: loads the guest, serves metrics and probes, and runs the controller until
+//! SIGTERM or Ctrl-C.
 
-/// Arguments of `app-operator run`.
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tracing::info;
+
+use crate::controller;
+use crate::guest;
+use crate::metrics::{self, Metrics};
+use crate::server::{self, Readiness};
+use crate::telemetry::{self, LogFormat};
+use crate::{Error, Result};
+
+/// Arguments of `app-operator run`. Every flag can also be set from the environment.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config.
+    #[arg(long, env = "APP_OPERATOR_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context. Default: the current context.
+    #[arg(long, env = "APP_OPERATOR_CONTEXT")]
+    pub context: Option<String>,
+    /// Watch only this namespace. Default: all namespaces.
+    #[arg(long, short = 'n', env = "APP_OPERATOR_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Guest component (.wasm) to reconcile with. Default: the embedded default guest.
+    #[arg(long, env = "APP_OPERATOR_GUEST")]
+    pub guest: Option<PathBuf>,
+    /// Wall-clock budget of one guest call, in milliseconds.
+    #[arg(long, env = "APP_OPERATOR_GUEST_DEADLINE_MS")]
+    pub guest_deadline_ms: Option<u64>,
+    /// Cap on a guest's linear memory, in MiB.
+    #[arg(long, env = "APP_OPERATOR_GUEST_MEMORY_MIB")]
+    pub guest_memory_mib: Option<usize>,
+    /// Fuel budget of one guest call. Default: no fuel limit.
+    #[arg(long, env = "APP_OPERATOR_GUEST_FUEL")]
+    pub guest_fuel: Option<u64>,
+    /// Directory for precompiled guests. Default: no disk cache.
+    #[arg(long, env = "APP_OPERATOR_GUEST_CACHE_DIR")]
+    pub guest_cache_dir: Option<PathBuf>,
+    /// Most reconciliations running at once.
+    #[arg(long, env = "APP_OPERATOR_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: u16,
+    /// Reconcile every AppService at least this often, in seconds.
+    #[arg(long, env = "APP_OPERATOR_RESYNC_SECS", default_value_t = 600)]
+    pub resync_secs: u64,
+    /// Log format.
+    #[arg(long, env = "APP_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Address of the `/metrics` endpoint.
+    #[arg(
+        long,
+        env = "APP_OPERATOR_METRICS_ADDR",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub metrics_addr: SocketAddr,
+    /// Address of the `/healthz` and `/readyz` endpoints.
+    #[arg(long, env = "APP_OPERATOR_PROBE_ADDR", default_value = "0.0.0.0:8081")]
+    pub probe_addr: SocketAddr,
+}
 
-/// Runs the subcommand.
-pub async fn exec(_args: Args) -> crate::Result<()> {
-    todo!("app-operator run")
+impl Args {
+    /// The guest runtime settings: the runtime's defaults, overridden by the flags given.
+    pub fn guest_config(&self) -> guest::Config {
+        let mut config = guest::Config::default();
+        if let Some(ms) = self.guest_deadline_ms {
+            config.deadline = Duration::from_millis(ms);
+        }
+        if let Some(mib) = self.guest_memory_mib {
+            config.memory_limit = mib << 20;
+        }
+        config.fuel = self.guest_fuel.or(config.fuel);
+        config.cache_dir = self.guest_cache_dir.clone().or(config.cache_dir);
+        config
+    }
+
+    /// The controller settings.
+    pub fn controller_config(&self) -> controller::Config {
+        controller::Config {
+            namespace: self.namespace.clone(),
+            concurrency: self.concurrency,
+            resync: Duration::from_secs(self.resync_secs),
+            ..controller::Config::default()
+        }
+    }
+}
+
+/// Runs the operator until SIGTERM or Ctrl-C.
+pub async fn exec(args: Args) -> Result<()> {
+    telemetry::init(args.log_format);
+    let client = client(args.kubeconfig.as_ref(), args.context.as_deref()).await?;
+
+    let mut registry = metrics::registry();
+    let metrics = Metrics::register(&mut registry);
+    let readiness = Arc::new(Readiness::default());
+    let shutdown = shutdown_signal().boxed().shared();
+
+    let (metrics_listener, metrics_addr) = server::bind(args.metrics_addr).await?;
+    let (probe_listener, probe_addr) = server::bind(args.probe_addr).await?;
+    let metrics_server = tokio::spawn(server::serve(
+        metrics_listener,
+        server::metrics_router(Arc::new(registry)),
+        shutdown.clone(),
+    ));
+    let probe_server = tokio::spawn(server::serve(
+        probe_listener,
+        server::probes_router(readiness.clone()),
+        shutdown.clone(),
+    ));
+    info!(%metrics_addr, %probe_addr, "serving metrics and probes");
+
+    let runtime = guest::Runtime::new(args.guest_config())?;
+    let policy = match &args.guest {
+        Some(path) => {
+            let wasm = std::fs::read(path).map_err(|source| Error::Read {
+                path: path.clone(),
+                source,
+            })?;
+            runtime.load(&wasm)?
+        }
+        None => runtime.load_default()?,
+    };
+    info!(digest = policy.digest(), "guest loaded");
+    metrics.guest_loaded(policy.digest());
+    readiness.guest_loaded();
+
+    let config = args.controller_config();
+    controller::run(client, policy, metrics, readiness, config, shutdown).await?;
+    for server in [metrics_server, probe_server] {
+        // NB: a server task only ends with an error or after the shutdown signal.
+        if let Ok(result) = server.await {
+            result?;
+        }
+    }
+    Ok(())
+}
+
+/// A client from `kubeconfig` (and `context`), or from the environment's usual sources.
+pub async fn client(kubeconfig: Option<&PathBuf>, context: Option<&str>) -> Result<Client> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..KubeConfigOptions::default()
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = Kubeconfig::read_from(path).map_err(|e| Error::KubeConfig(Box::new(e)))?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(|e| Error::KubeConfig(Box::new(e)))?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| Error::KubeConfig(Box::new(e)))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| Error::KubeConfig(Box::new(e)))?,
+    };
+    Client::try_from(config).map_err(Error::Client)
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler only fails outside a tokio runtime");
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    info!("shutdown signal received");
 }

@@ -1,0 +1,234 @@
+//! Guest output to the cluster: owner-stamped server-side apply of each child, and pruning of
+//! owned children the guest no longer emits.
+//!
+//! **Warning**: [`prune`] deletes objects. Call it only after a successful guest call and a
+//! successful apply of everything the guest emitted.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tracing::{debug, info};
+
+use crate::consts::FIELD_MANAGER;
+use crate::crd::AppService;
+use crate::guest::DesiredObject;
+use crate::stamp::stamp;
+use crate::{Error, Result};
+
+/// The kinds of children the controller applies, watches and prunes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ChildKind {
+    /// `apps/v1 Deployment`.
+    Deployment,
+    /// `v1 Service`.
+    Service,
+}
+
+impl ChildKind {
+    /// The kind of a guest-emitted object, if the controller manages it.
+    pub fn of(api_version: &str, kind: &str) -> Option<Self> {
+        match (api_version, kind) {
+            ("apps/v1", "Deployment") => Some(Self::Deployment),
+            ("v1", "Service") => Some(Self::Service),
+            _ => None,
+        }
+    }
+
+    /// The Kubernetes kind name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Deployment => "Deployment",
+            Self::Service => "Service",
+        }
+    }
+}
+
+/// Caches of the children the operator manages, kept by the controller's watches.
+#[derive(Clone)]
+pub struct Children {
+    /// Deployments labelled as managed by the operator.
+    pub deployments: Store<Deployment>,
+    /// Services labelled as managed by the operator.
+    pub services: Store<Service>,
+}
+
+/// What [`apply_all`] did.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// The Deployment the guest emitted, as the API server returned it after the apply.
+    pub deployment: Option<Deployment>,
+    /// `Kind/name` of the children that the apply created or changed.
+    pub changed: Vec<String>,
+}
+
+/// Server-side applies every object, stamped with ownership, with the operator's field manager,
+/// forcing conflicts (the operator owns what the guest emits).
+pub async fn apply_all(
+    client: &Client,
+    children: &Children,
+    app: &AppService,
+    digest: &str,
+    objects: &[DesiredObject],
+) -> Result<Applied> {
+    let ns = app.namespace().unwrap_or_default();
+    let mut applied = Applied::default();
+    for object in &stamp(app, digest, objects.to_vec()) {
+        let kind = ChildKind::of(&object.api_version, &object.kind).ok_or_else(|| {
+            Error::UnsupportedKind {
+                api_version: object.api_version.clone(),
+                kind: object.kind.clone(),
+            }
+        })?;
+        let body = &object.body;
+        let before = match kind {
+            ChildKind::Deployment => version_in(&children.deployments, &ns, &object.name),
+            ChildKind::Service => version_in(&children.services, &ns, &object.name),
+        };
+        let after = match kind {
+            ChildKind::Deployment => {
+                let deployment: Deployment = patch(client, &ns, kind, &object.name, body).await?;
+                let version = deployment.resource_version();
+                if applied.deployment.is_none() {
+                    applied.deployment = Some(deployment);
+                }
+                version
+            }
+            ChildKind::Service => {
+                let service: Service = patch(client, &ns, kind, &object.name, body).await?;
+                service.resource_version()
+            }
+        };
+        if before != after {
+            applied
+                .changed
+                .push(format!("{}/{}", kind.as_str(), object.name));
+        }
+    }
+    Ok(applied)
+}
+
+async fn patch<K>(
+    client: &Client,
+    ns: &str,
+    kind: ChildKind,
+    name: &str,
+    body: &serde_json::Value,
+) -> Result<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(body))
+        .await
+        .map_err(|source| Error::Apply {
+            kind: kind.as_str(),
+            name: name.to_owned(),
+            source,
+        })
+}
+
+fn version_in<K>(store: &Store<K>, ns: &str, name: &str) -> Option<String>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let key = kube::runtime::reflector::ObjectRef::new(name).within(ns);
+    store.get(&key).and_then(|k| k.resource_version())
+}
+
+/// Deletes the children controlled by `app` that are not among `objects`. Returns `Kind/name`
+/// of each deleted child.
+pub async fn prune(
+    client: &Client,
+    children: &Children,
+    app: &AppService,
+    objects: &[DesiredObject],
+) -> Result<Vec<String>> {
+    let keep: BTreeSet<(ChildKind, &str)> = objects
+        .iter()
+        .filter_map(|o| Some((ChildKind::of(&o.api_version, &o.kind)?, o.name.as_str())))
+        .collect();
+    let mut pruned = Vec::new();
+    for (kind, name, uid) in orphans(children, app, &keep) {
+        let ns = app.namespace().unwrap_or_default();
+        match kind {
+            ChildKind::Deployment => delete::<Deployment>(client, &ns, kind, &name, uid).await?,
+            ChildKind::Service => delete::<Service>(client, &ns, kind, &name, uid).await?,
+        }
+        info!(kind = kind.as_str(), child = %name, "pruned a child the guest no longer emits");
+        pruned.push(format!("{}/{name}", kind.as_str()));
+    }
+    Ok(pruned)
+}
+
+/// `(kind, name, uid)` of the cached children controlled by `app` and not in `keep`.
+fn orphans(
+    children: &Children,
+    app: &AppService,
+    keep: &BTreeSet<(ChildKind, &str)>,
+) -> Vec<(ChildKind, String, Option<String>)> {
+    let Some(owner_uid) = app.uid() else {
+        return Vec::new();
+    };
+    let ns = app.namespace();
+    let controlled = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        meta.namespace == ns
+            && meta
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.uid == owner_uid)
+    };
+    let mut found = Vec::new();
+    for d in children.deployments.state_filter(|d| controlled(d.meta())) {
+        found.push((ChildKind::Deployment, d.name_any(), d.uid()));
+    }
+    for s in children.services.state_filter(|s| controlled(s.meta())) {
+        found.push((ChildKind::Service, s.name_any(), s.uid()));
+    }
+    found.retain(|(kind, name, _)| !keep.contains(&(*kind, name.as_str())));
+    found
+}
+
+async fn delete<K>(
+    client: &Client,
+    ns: &str,
+    kind: ChildKind,
+    name: &str,
+    uid: Option<String>,
+) -> Result<()>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    // NB: the uid precondition makes sure a child re-created in the meantime is not deleted.
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+            debug!(kind = kind.as_str(), child = %name, "already gone or replaced");
+            Ok(())
+        }
+        Err(source) => Err(Error::Prune {
+            kind: kind.as_str(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,90 @@
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::watcher::Event;
+use serde_json::json;
+
+use super::*;
+
+fn child<K: serde::de::DeserializeOwned>(kind: &str, name: &str, owner_uid: &str) -> K {
+    serde_json::from_value(json!({
+        "apiVersion": if kind == "Deployment" { "apps/v1" } else { "v1" },
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": format!("{name}-uid"),
+            "ownerReferences": [{
+                "apiVersion": "apps.kudevops.io/v1alpha1", "kind": "AppService",
+                "name": "nginx", "uid": owner_uid, "controller": true,
+            }],
+        },
+    }))
+    .unwrap()
+}
+
+fn children(deployments: Vec<Deployment>, services: Vec<Service>) -> Children {
+    let mut dw: Writer<Deployment> = Writer::default();
+    let mut sw: Writer<Service> = Writer::default();
+    dw.apply_watcher_event(&Event::Init);
+    for d in deployments {
+        dw.apply_watcher_event(&Event::InitApply(d));
+    }
+    dw.apply_watcher_event(&Event::InitDone);
+    sw.apply_watcher_event(&Event::Init);
+    for s in services {
+        sw.apply_watcher_event(&Event::InitApply(s));
+    }
+    sw.apply_watcher_event(&Event::InitDone);
+    Children {
+        deployments: dw.as_reader(),
+        services: sw.as_reader(),
+    }
+}
+
+#[test]
+fn only_controlled_children_not_emitted_are_orphans() {
+    let app = AppService::test();
+    let cache = children(
+        vec![
+            child("Deployment", "nginx", "uid-1"),
+            child("Deployment", "old", "uid-1"),
+        ],
+        vec![
+            child("Service", "nginx", "uid-1"),
+            child("Service", "someone-elses", "uid-2"),
+        ],
+    );
+    let keep = BTreeSet::from([
+        (ChildKind::Deployment, "nginx"),
+        (ChildKind::Service, "nginx"),
+    ]);
+    let found = orphans(&cache, &app, &keep);
+    assert_eq!(
+        found,
+        vec![(
+            ChildKind::Deployment,
+            "old".to_owned(),
+            Some("old-uid".to_owned())
+        )]
+    );
+}
+
+#[test]
+fn a_service_named_like_a_kept_deployment_is_still_an_orphan() {
+    let app = AppService::test();
+    let cache = children(vec![], vec![child("Service", "nginx", "uid-1")]);
+    let keep = BTreeSet::from([(ChildKind::Deployment, "nginx")]);
+    assert_eq!(orphans(&cache, &app, &keep).len(), 1);
+}
+
+#[test]
+fn kinds_are_recognised_by_api_version_and_kind() {
+    assert_eq!(
+        ChildKind::of("apps/v1", "Deployment"),
+        Some(ChildKind::Deployment)
+    );
+    assert_eq!(ChildKind::of("v1", "Service"), Some(ChildKind::Service));
+    assert_eq!(ChildKind::of("v1", "ConfigMap"), None);
+    assert_eq!(ChildKind::of("extensions/v1beta1", "Deployment"), None);
+}

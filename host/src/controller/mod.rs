@@ -1,0 +1,289 @@
+//! The controller: watches AppServices, owns their Deployments and Services, and keeps them in
+//! sync with what the guest renders.
+
+pub mod apply;
+mod reconcile;
+pub mod status;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::ListParams;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+pub use reconcile::reconcile;
+
+use crate::consts::{LABEL_MANAGED_BY, MANAGED_BY};
+use crate::crd::AppService;
+use crate::guest;
+use crate::metrics::Metrics;
+use crate::server::Readiness;
+use crate::{Error, Result, error_chain};
+use apply::Children;
+
+/// First retry delay after a failed reconcile; doubled on each further failure.
+const BACKOFF_BASE: Duration = Duration::from_millis(500);
+/// Longest retry delay after failed reconciles.
+const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Watch only this namespace; `None` watches all namespaces.
+    pub namespace: Option<String>,
+    /// Most reconciliations running at once.
+    pub concurrency: u16,
+    /// Reconcile every AppService at least this often, even without changes.
+    pub resync: Duration,
+    /// Name reported as the source of Events.
+    pub reporter: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            namespace: None,
+            concurrency: 16,
+            resync: Duration::from_secs(600),
+            reporter: "app-operator".into(),
+        }
+    }
+}
+
+/// What every reconciliation shares.
+pub struct Context {
+    /// The Kubernetes client.
+    pub client: Client,
+    /// The loaded guest.
+    pub policy: guest::Policy,
+    /// Publishes Events on AppServices.
+    pub recorder: Recorder,
+    /// Prometheus metrics.
+    pub metrics: Metrics,
+    /// Caches of the owned children.
+    pub children: Children,
+    /// The controller's settings.
+    pub config: Config,
+    /// Consecutive failures per AppService, for the retry backoff.
+    failures: Mutex<HashMap<ObjectRef<AppService>, u32>>,
+    /// Becomes true once every watch cache has listed its objects.
+    synced: watch::Receiver<bool>,
+}
+
+impl Context {
+    /// The guest that renders AppServices.
+    pub fn policy(&self) -> &guest::Policy {
+        &self.policy
+    }
+
+    /// Waits until the caches have listed once, so pruning sees every child.
+    async fn caches_synced(&self) {
+        // NB: fails only if the sender is gone, i.e. during shutdown.
+        let _ = self.synced.clone().wait_for(|synced| *synced).await;
+    }
+
+    /// Counts a failure of `app` and returns how many happened in a row.
+    fn record_failure(&self, app: &AppService) -> u32 {
+        let mut failures = self
+            .failures
+            .lock()
+            .expect("failure map lock is never poisoned");
+        let count = failures.entry(ObjectRef::from_obj(app)).or_default();
+        *count = count.saturating_add(1);
+        *count
+    }
+
+    /// Resets the failure count of `app` after a success.
+    fn forget_failures(&self, app: &AppService) {
+        let mut failures = self
+            .failures
+            .lock()
+            .expect("failure map lock is never poisoned");
+        failures.remove(&ObjectRef::from_obj(app));
+    }
+}
+
+/// Retry delay after the `attempt`-th failure in a row: 0.5 s, 1 s, 2 s, ... up to 5 minutes.
+pub fn backoff(attempt: u32) -> Duration {
+    let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(20));
+    BACKOFF_BASE.saturating_mul(factor).min(BACKOFF_MAX)
+}
+
+/// Logs and counts a failed reconcile and schedules a retry with exponential backoff.
+pub fn error_policy(app: Arc<AppService>, error: &Error, ctx: Arc<Context>) -> Action {
+    let attempt = ctx.record_failure(&app);
+    let delay = backoff(attempt);
+    warn!(
+        namespace = %app.namespace().unwrap_or_default(),
+        name = %app.name_any(),
+        error = %error_chain(error),
+        attempt,
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    ctx.metrics.reconcile_failed(error.metric_label());
+    Action::requeue(delay)
+}
+
+/// Maps a guest error to a fixed metric label and a PascalCase condition reason.
+pub fn guest_error_kind(error: &guest::Error) -> (&'static str, &'static str) {
+    let reason = match error {
+        guest::Error::Trap { .. } => "Trap",
+        guest::Error::Deadline(_) => "DeadlineExceeded",
+        guest::Error::Fuel(_) => "OutOfFuel",
+        guest::Error::Memory(_) => "MemoryLimitExceeded",
+        guest::Error::InvalidOutput(_) => "InvalidOutput",
+        guest::Error::Policy(_) => "PolicyError",
+        _ => "RuntimeError",
+    };
+    (error.kind(), reason)
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Runs the controller until `shutdown` completes, then finishes the reconciliations in flight.
+///
+/// `readiness` is marked synced once every watch has listed its objects.
+pub async fn run(
+    client: Client,
+    policy: guest::Policy,
+    metrics: Metrics,
+    readiness: Arc<Readiness>,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) -> Result<()> {
+    let ns = config.namespace.as_deref();
+    let apps: Api<AppService> = api(&client, ns);
+    apps.list(&ListParams::default().limit(1))
+        .await
+        .map_err(Error::CrdNotInstalled)?;
+
+    let (app_store, app_writer) = reflector::store();
+    let app_stream = watcher(apps, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .reflect(app_writer)
+        .applied_objects()
+        // NB: status writes do not bump the generation; without this filter every status write
+        // would trigger another reconcile.
+        .predicate_filter(predicates::generation, Default::default());
+    let (deployments, deployment_stream) = child_watch::<Deployment>(&client, ns);
+    let (services, service_stream) = child_watch::<Service>(&client, ns);
+    let children = Children {
+        deployments: deployments.clone(),
+        services: services.clone(),
+    };
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: config.reporter.clone(),
+            instance: std::env::var("POD_NAME").ok(),
+        },
+    );
+    let concurrency = config.concurrency;
+    let (synced_tx, synced) = watch::channel(false);
+    let ctx = Arc::new(Context {
+        client,
+        policy,
+        recorder,
+        metrics,
+        children,
+        config,
+        failures: Mutex::default(),
+        synced,
+    });
+
+    // NB: this task is the only waiter on the stores: a kube-runtime Store wakes only the last
+    // task that waited on it, so reconciles wait on `synced` instead.
+    let apps_listed = app_store.clone();
+    tokio::spawn(async move {
+        let ready = futures::future::try_join3(
+            apps_listed.wait_until_ready(),
+            deployments.wait_until_ready(),
+            services.wait_until_ready(),
+        );
+        if ready.await.is_ok() {
+            info!("caches synced");
+            readiness.caches_synced();
+            let _ = synced_tx.send(true);
+        }
+    });
+
+    info!(concurrency, "controller starting");
+    Controller::for_stream(app_stream, app_store)
+        .owns_stream(deployment_stream)
+        .owns_stream(service_stream)
+        .with_config(controller::Config::default().concurrency(concurrency))
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            match result {
+                Ok((app, _)) => debug!(name = %app.name, "reconciled"),
+                // NB: reconcile errors are logged by error_policy.
+                Err(controller::Error::ReconcilerFailed(..)) => {}
+                Err(err) => warn!(error = %error_chain(&err), "controller error"),
+            }
+        })
+        .await;
+    info!("controller stopped");
+    Ok(())
+}
+
+/// A cache of the operator-managed children of kind `K` and the stream that keeps it, which
+/// also triggers a reconcile of the owner on every change (deletions included).
+fn child_watch<K>(
+    client: &Client,
+    namespace: Option<&str>,
+) -> (
+    reflector::Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
+    let config = watcher::Config::default().labels(&selector).any_semantic();
+    let stream = watcher(api::<K>(client, namespace), config)
+        .default_backoff()
+        // NB: managedFields are most of a cached object's size and the controller never reads them.
+        .modify(|obj| obj.managed_fields_mut().clear())
+        .reflect(writer)
+        .touched_objects();
+    (store, stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap() {
+        assert_eq!(backoff(1), Duration::from_millis(500));
+        assert_eq!(backoff(2), Duration::from_secs(1));
+        assert_eq!(backoff(4), Duration::from_secs(4));
+        assert_eq!(backoff(30), BACKOFF_MAX);
+        assert_eq!(backoff(u32::MAX), BACKOFF_MAX);
+    }
+}

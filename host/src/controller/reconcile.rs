@@ -1,0 +1,185 @@
+//! One reconciliation: render the AppService through the guest, apply the children, prune the
+//! ones no longer emitted, write the status and publish Events.
+
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+use tracing::{Span, debug, field, info, instrument, warn};
+
+use super::Context;
+use super::apply::{self, Applied};
+use super::status::{self, Outcome};
+use crate::consts::FIELD_MANAGER;
+use crate::crd::{AppService, AppServiceStatus};
+use crate::guest::DesiredObject;
+use crate::{Error, Result, error_chain};
+
+/// Reconciles one AppService. The root span of everything the controller does for it.
+///
+/// A failing guest leaves the children untouched: nothing is applied or deleted, the failure is
+/// reported in the status (`GuestError`) and as a Warning Event, and the error goes to
+/// [`super::error_policy`] for a retry with backoff.
+#[instrument(skip_all, fields(namespace, name, generation, guest))]
+pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action> {
+    let span = Span::current();
+    span.record(
+        "namespace",
+        field::display(app.namespace().unwrap_or_default()),
+    );
+    span.record("name", field::display(app.name_any()));
+    span.record("generation", app.metadata.generation.unwrap_or_default());
+    let _timer = ctx.metrics.reconcile_started();
+    if app.meta().deletion_timestamp.is_some() {
+        // NB: the children carry ownerReferences; the garbage collector removes them.
+        return Ok(Action::await_change());
+    }
+    ctx.caches_synced().await;
+
+    let policy = ctx.policy();
+    span.record("guest", field::display(policy.digest()));
+    let rendered = {
+        let _guest_timer = ctx.metrics.guest_call();
+        policy.render(&app).await
+    };
+    let objects = match rendered {
+        Ok(objects) => objects,
+        Err(err) => {
+            let (kind, reason) = super::guest_error_kind(&err);
+            ctx.metrics.guest_failed(kind);
+            let error = Error::Guest(err);
+            let message = error_chain(&error);
+            warn!(error = %message, "guest failed; children left untouched");
+            publish(
+                &ctx,
+                &app,
+                EventType::Warning,
+                "GuestFailed",
+                "Render",
+                message.clone(),
+            )
+            .await;
+            let outcome = Outcome::GuestFailed { reason, message };
+            write_status_or_log(&ctx, &app, &outcome).await;
+            return Err(error);
+        }
+    };
+    debug!(objects = objects.len(), "guest rendered");
+
+    let applied = match apply_and_prune(&ctx, &app, policy.digest(), &objects).await {
+        Ok(applied) => applied,
+        Err(error) => {
+            let message = error_chain(&error);
+            publish(
+                &ctx,
+                &app,
+                EventType::Warning,
+                "ApplyFailed",
+                "Apply",
+                message.clone(),
+            )
+            .await;
+            write_status_or_log(&ctx, &app, &Outcome::ApplyFailed { message }).await;
+            return Err(error);
+        }
+    };
+    if !applied.changed.is_empty() {
+        let note = format!("applied {}", applied.changed.join(", "));
+        info!(changed = ?applied.changed, "applied children");
+        publish(&ctx, &app, EventType::Normal, "Applied", "Apply", note).await;
+    }
+    let outcome = Outcome::Applied {
+        deployment: applied.deployment.as_ref(),
+        guest: policy.digest(),
+    };
+    write_status(&ctx, &app, &outcome).await?;
+    ctx.forget_failures(&app);
+    Ok(Action::requeue(ctx.config.resync))
+}
+
+async fn apply_and_prune(
+    ctx: &Context,
+    app: &AppService,
+    digest: &str,
+    objects: &[DesiredObject],
+) -> Result<Applied> {
+    let mut applied = apply::apply_all(&ctx.client, &ctx.children, app, digest, objects).await?;
+    let pruned = apply::prune(&ctx.client, &ctx.children, app, objects).await?;
+    if !pruned.is_empty() {
+        let note = format!(
+            "deleted {}, no longer rendered by the guest",
+            pruned.join(", ")
+        );
+        publish(ctx, app, EventType::Normal, "Pruned", "Prune", note).await;
+    }
+    applied
+        .changed
+        .extend(pruned.into_iter().map(|p| format!("-{p}")));
+    Ok(applied)
+}
+
+/// Writes the status of a failed reconcile; a failure to write is logged, so that the original
+/// error is the one reported.
+async fn write_status_or_log(ctx: &Context, app: &AppService, outcome: &Outcome<'_>) {
+    if let Err(err) = write_status(ctx, app, outcome).await {
+        warn!(error = %error_chain(&err), "failed to write the status");
+    }
+}
+
+/// Writes the status computed for `outcome`, unless it is what the AppService already reports.
+async fn write_status(ctx: &Context, app: &AppService, outcome: &Outcome<'_>) -> Result<()> {
+    let desired: AppServiceStatus = status::desired(app, outcome, Timestamp::now());
+    if !status::changed(app, &desired) {
+        return Ok(());
+    }
+    let name = app.name_any();
+    let api: Api<AppService> =
+        Api::namespaced(ctx.client.clone(), &app.namespace().unwrap_or_default());
+    let patch = Patch::Apply(json!({
+        "apiVersion": AppService::api_version(&()),
+        "kind": AppService::kind(&()),
+        "status": desired,
+    }));
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch_status(&name, &params, &patch)
+        .await
+        .map_err(|source| Error::Status { name, source })?;
+    debug!(status = %status::summary(app, &desired), "status written");
+    Ok(())
+}
+
+/// Publishes an Event on the AppService. Failing to publish is logged, never fatal.
+async fn publish(
+    ctx: &Context,
+    app: &AppService,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(truncate(note, 1000)),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.recorder.publish(&event, &app.object_ref(&())).await {
+        warn!(error = %err, reason, "failed to publish an event");
+    }
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+    }
+    s
+}

@@ -1,0 +1,260 @@
+//! The AppService status: computed from the outcome of a reconcile and the Deployment it applied.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use crate::crd::{AppService, AppServiceStatus};
+
+/// Condition type: the children are applied and the Deployment is fully rolled out and ready.
+pub const READY: &str = "Ready";
+/// Condition type: the guest failed; the children were left as they were.
+pub const GUEST_ERROR: &str = "GuestError";
+/// Condition type: applying failed, or the Deployment cannot make progress.
+pub const DEGRADED: &str = "Degraded";
+
+/// Longest condition message kept (the API server limits it to 32 KiB).
+const MAX_MESSAGE: usize = 1024;
+
+/// What a reconcile achieved, as far as the status is concerned.
+#[derive(Debug)]
+pub enum Outcome<'a> {
+    /// The guest rendered and every child was applied; `deployment` is the applied Deployment,
+    /// as returned by the API server, if the guest emitted one.
+    Applied {
+        /// The Deployment as the API server returned it after the apply.
+        deployment: Option<&'a Deployment>,
+        /// Digest of the guest that rendered the children.
+        guest: &'a str,
+    },
+    /// The guest failed; nothing was applied or deleted.
+    GuestFailed {
+        /// A short PascalCase reason, e.g. `Trap`.
+        reason: &'a str,
+        /// The error, human-readable.
+        message: String,
+    },
+    /// The guest rendered but applying (or pruning) failed part-way.
+    ApplyFailed {
+        /// The error, human-readable.
+        message: String,
+    },
+}
+
+/// Computes the status to write for `app` after `outcome`, at time `now`.
+///
+/// Counts and the guest digest are carried over from the previous status when the outcome has no
+/// fresher figures; a condition keeps its `lastTransitionTime` while its status does not change.
+pub fn desired(app: &AppService, outcome: &Outcome<'_>, now: Timestamp) -> AppServiceStatus {
+    let previous = app.status.clone().unwrap_or_default();
+    let generation = app.metadata.generation;
+    let mut status = AppServiceStatus {
+        observed_generation: generation,
+        conditions: Vec::new(),
+        ..previous.clone()
+    };
+    let mut set = |type_: &str, value: bool, reason: &str, message: String| {
+        let condition = condition(
+            &previous.conditions,
+            type_,
+            value,
+            reason,
+            message,
+            generation,
+            now,
+        );
+        status.conditions.push(condition);
+    };
+    match outcome {
+        Outcome::Applied { deployment, guest } => {
+            let rollout = deployment.map(Rollout::of);
+            let (ready, reason, message) = match &rollout {
+                None => (true, "Applied", "all children are applied".to_owned()),
+                Some(r) => r.readiness(),
+            };
+            let (degraded, degraded_reason, degraded_message) = deployment
+                .and_then(stuck)
+                .map(|(reason, message)| (true, reason, message))
+                .unwrap_or((false, "AsExpected", "no problem found".to_owned()));
+            set(READY, ready, reason, message);
+            set(
+                GUEST_ERROR,
+                false,
+                "Rendered",
+                format!("rendered by {guest}"),
+            );
+            set(DEGRADED, degraded, degraded_reason, degraded_message);
+            status.guest_digest = Some((*guest).to_owned());
+            match rollout {
+                Some(r) => {
+                    status.replicas = Some(r.replicas);
+                    status.ready_replicas = Some(r.ready);
+                    status.available_replicas = Some(r.available);
+                    status.ready = Some(format!("{}/{}", r.ready, r.desired));
+                    status.selector = deployment.and_then(selector);
+                }
+                None => {
+                    status.replicas = None;
+                    status.ready_replicas = None;
+                    status.available_replicas = None;
+                    status.ready = None;
+                    status.selector = None;
+                }
+            }
+        }
+        Outcome::GuestFailed { reason, message } => {
+            let why = format!("the guest failed, children left as they were: {message}");
+            set(READY, false, "GuestError", why);
+            set(GUEST_ERROR, true, reason, message.clone());
+            set(DEGRADED, false, "AsExpected", "no problem found".to_owned());
+        }
+        Outcome::ApplyFailed { message } => {
+            set(READY, false, "ApplyFailed", message.clone());
+            set(
+                GUEST_ERROR,
+                false,
+                "Rendered",
+                "the guest rendered".to_owned(),
+            );
+            set(DEGRADED, true, "ApplyFailed", message.clone());
+        }
+    }
+    status
+}
+
+/// The rollout figures of a Deployment.
+#[derive(Debug)]
+struct Rollout {
+    desired: i32,
+    replicas: i32,
+    updated: i32,
+    ready: i32,
+    available: i32,
+    observed: bool,
+}
+
+impl Rollout {
+    fn of(d: &Deployment) -> Self {
+        let status = d.status.clone().unwrap_or_default();
+        Self {
+            desired: d.spec.replicas.unwrap_or(1),
+            replicas: status.replicas.unwrap_or(0),
+            updated: status.updated_replicas.unwrap_or(0),
+            ready: status.ready_replicas.unwrap_or(0),
+            available: status.available_replicas.unwrap_or(0),
+            observed: status.observed_generation.is_some()
+                && status.observed_generation >= d.metadata.generation,
+        }
+    }
+
+    /// `(ready, reason, message)` of the Ready condition.
+    fn readiness(&self) -> (bool, &'static str, String) {
+        let Self {
+            desired,
+            replicas,
+            updated,
+            ready,
+            available,
+            observed,
+        } = *self;
+        if !observed {
+            return (
+                false,
+                "RolloutPending",
+                "the Deployment controller has not seen the latest spec yet".into(),
+            );
+        }
+        if updated == desired && ready == desired && available == desired && replicas == desired {
+            return (
+                true,
+                "AllReplicasReady",
+                format!("{ready}/{desired} replicas ready"),
+            );
+        }
+        let message = format!(
+            "{ready}/{desired} replicas ready, {updated} updated, {available} available, {replicas} in total"
+        );
+        (false, "RolloutInProgress", message)
+    }
+}
+
+/// A reason and message when the Deployment reports that it cannot make progress.
+fn stuck(d: &Deployment) -> Option<(&'static str, String)> {
+    let conditions = d.status.as_ref()?.conditions.as_ref()?;
+    conditions
+        .iter()
+        .find_map(|c| match (c.type_.as_deref()?, c.status.as_deref()?) {
+            ("Progressing", "False") => Some((
+                "ProgressDeadlineExceeded",
+                c.message.clone().unwrap_or_default(),
+            )),
+            ("ReplicaFailure", "True") => {
+                Some(("ReplicaFailure", c.message.clone().unwrap_or_default()))
+            }
+            _ => None,
+        })
+}
+
+/// The Deployment's `matchLabels` as a label selector string, e.g. `app=nginx`.
+fn selector(d: &Deployment) -> Option<String> {
+    let labels = d.spec.selector.match_labels.as_ref()?;
+    let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    Some(parts.join(","))
+}
+
+fn condition(
+    previous: &[Condition],
+    type_: &str,
+    value: bool,
+    reason: &str,
+    mut message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    let status = if value { "True" } else { "False" };
+    if message.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+        message.push('…');
+    }
+    let since = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or(Time(now));
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time: since,
+    }
+}
+
+/// True when writing `desired` would change what `app` already reports.
+pub fn changed(app: &AppService, desired: &AppServiceStatus) -> bool {
+    app.status.as_ref() != Some(desired)
+}
+
+/// A one-line summary of a status for logs, e.g. `3/3 Ready=True`.
+pub fn summary(app: &AppService, status: &AppServiceStatus) -> String {
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY)
+        .map(|c| c.status.as_str())
+        .unwrap_or("Unknown");
+    format!(
+        "{} {} Ready={ready}",
+        app.name_any(),
+        status.ready.as_deref().unwrap_or("-")
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,148 @@
+use k8s_openapi::jiff::Timestamp;
+
+use super::*;
+use crate::fixtures::{deployment, stuck_deployment};
+
+const GUEST: &str = "sha256:0123";
+
+fn at(seconds: i64) -> Timestamp {
+    Timestamp::from_second(1_800_000_000 + seconds).unwrap()
+}
+
+fn get<'a>(status: &'a AppServiceStatus, type_: &str) -> &'a Condition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .expect("condition present")
+}
+
+fn applied(d: Option<&Deployment>) -> Outcome<'_> {
+    Outcome::Applied {
+        deployment: d,
+        guest: GUEST,
+    }
+}
+
+#[test]
+fn ready_deployment_makes_the_appservice_ready() {
+    let app = AppService::test().at_generation(4);
+    let d = deployment(3, 3);
+    let status = desired(&app, &applied(Some(&d)), at(0));
+    assert_eq!(status.observed_generation, Some(4));
+    assert_eq!(status.ready.as_deref(), Some("3/3"));
+    assert_eq!(
+        (
+            status.replicas,
+            status.ready_replicas,
+            status.available_replicas
+        ),
+        (Some(3), Some(3), Some(3))
+    );
+    assert_eq!(status.selector.as_deref(), Some("app=nginx"));
+    assert_eq!(status.guest_digest.as_deref(), Some(GUEST));
+    assert_eq!(get(&status, READY).status, "True");
+    assert_eq!(get(&status, READY).reason, "AllReplicasReady");
+    assert_eq!(get(&status, GUEST_ERROR).status, "False");
+    assert_eq!(get(&status, DEGRADED).status, "False");
+}
+
+#[test]
+fn partial_rollout_is_not_ready() {
+    let d = deployment(3, 1);
+    let status = desired(&AppService::test(), &applied(Some(&d)), at(0));
+    assert_eq!(status.ready.as_deref(), Some("1/3"));
+    assert_eq!(get(&status, READY).status, "False");
+    assert_eq!(get(&status, READY).reason, "RolloutInProgress");
+}
+
+#[test]
+fn unobserved_generation_is_pending() {
+    let mut d = deployment(3, 3);
+    d.metadata.generation = Some(3);
+    let status = desired(&AppService::test(), &applied(Some(&d)), at(0));
+    assert_eq!(get(&status, READY).reason, "RolloutPending");
+}
+
+#[test]
+fn stuck_rollout_is_degraded() {
+    let d = stuck_deployment();
+    let status = desired(&AppService::test(), &applied(Some(&d)), at(0));
+    let degraded = get(&status, DEGRADED);
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "ProgressDeadlineExceeded")
+    );
+}
+
+#[test]
+fn no_deployment_means_ready_once_applied() {
+    let status = desired(&AppService::test(), &applied(None), at(0));
+    assert_eq!(get(&status, READY).status, "True");
+    assert_eq!(status.ready, None);
+}
+
+#[test]
+fn guest_failure_keeps_counts_and_digest_and_reports_the_error() {
+    let mut app = AppService::test();
+    let d = deployment(3, 3);
+    app.status = Some(desired(&app, &applied(Some(&d)), at(0)));
+    let failed = Outcome::GuestFailed {
+        reason: "Trap",
+        message: "guest trapped: unreachable".into(),
+    };
+    let status = desired(&app.clone().at_generation(2), &failed, at(10));
+    assert_eq!(status.ready.as_deref(), Some("3/3"));
+    assert_eq!(status.guest_digest.as_deref(), Some(GUEST));
+    assert_eq!(status.observed_generation, Some(2));
+    let guest = get(&status, GUEST_ERROR);
+    assert_eq!(
+        (guest.status.as_str(), guest.reason.as_str()),
+        ("True", "Trap")
+    );
+    assert_eq!(guest.message, "guest trapped: unreachable");
+    assert_eq!(guest.last_transition_time, Time(at(10)));
+    assert_eq!(get(&status, READY).status, "False");
+}
+
+#[test]
+fn apply_failure_is_degraded() {
+    let failed = Outcome::ApplyFailed {
+        message: "failed to apply Service nginx: port taken".into(),
+    };
+    let status = desired(&AppService::test(), &failed, at(0));
+    assert_eq!(get(&status, DEGRADED).status, "True");
+    assert_eq!(get(&status, DEGRADED).reason, "ApplyFailed");
+    assert_eq!(get(&status, READY).status, "False");
+}
+
+#[test]
+fn transition_time_moves_only_on_status_change() {
+    let mut app = AppService::test();
+    app.status = Some(desired(&app, &applied(Some(&deployment(3, 1))), at(0)));
+    let same = desired(&app, &applied(Some(&deployment(3, 2))), at(5));
+    assert_eq!(get(&same, READY).last_transition_time, Time(at(0)));
+    let flipped = desired(&app, &applied(Some(&deployment(3, 3))), at(9));
+    assert_eq!(get(&flipped, READY).last_transition_time, Time(at(9)));
+    assert_eq!(get(&flipped, DEGRADED).last_transition_time, Time(at(0)));
+}
+
+#[test]
+fn unchanged_status_is_not_rewritten() {
+    let mut app = AppService::test();
+    let d = deployment(3, 3);
+    let first = desired(&app, &applied(Some(&d)), at(0));
+    assert!(changed(&app, &first));
+    app.status = Some(first);
+    let again = desired(&app, &applied(Some(&d)), at(60));
+    assert!(!changed(&app, &again));
+}
+
+#[test]
+fn long_messages_are_truncated() {
+    let failed = Outcome::ApplyFailed {
+        message: "é".repeat(2000),
+    };
+    let status = desired(&AppService::test(), &failed, at(0));
+    assert!(get(&status, DEGRADED).message.len() <= MAX_MESSAGE + '…'.len_utf8());
+}

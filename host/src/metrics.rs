@@ -1,0 +1,189 @@
+//! Prometheus metrics of the operator, in one registry prefixed `app_operator`.
+//!
+//! Labels are fixed strings (an error kind, the guest digest), never object names, so the number
+//! of series stays bounded however many AppServices exist.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Prefix of every metric name.
+pub const PREFIX: &str = "app_operator";
+
+/// A label set holding one fixed-string error kind.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// A fixed identifier such as `guest_trap` or `apply`.
+    pub kind: &'static str,
+}
+
+/// A label set naming a guest by digest.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GuestLabel {
+    /// `sha256:<hex>` of the guest.
+    pub digest: String,
+}
+
+/// The operator's metrics. Cheap to clone: every metric is a shared handle.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Reconciliations started.
+    pub reconciles: Counter,
+    /// Failed reconciliations, by error kind.
+    pub reconcile_errors: Family<KindLabel, Counter>,
+    /// Wall time of one reconciliation, in seconds.
+    pub reconcile_duration: Histogram,
+    /// Wall time of one guest call, in seconds.
+    pub guest_call_duration: Histogram,
+    /// Failed guest calls, by error kind.
+    pub guest_errors: Family<KindLabel, Counter>,
+    /// 1 for the guest currently loaded.
+    pub guest_info: Family<GuestLabel, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            reconciles: Counter::default(),
+            reconcile_errors: Family::default(),
+            // 1 ms .. ~33 s
+            reconcile_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            // 5 µs .. ~160 ms
+            guest_call_duration: Histogram::new(exponential_buckets(0.000_005, 2.0, 16)),
+            guest_errors: Family::default(),
+            guest_info: Family::default(),
+        }
+    }
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "reconciles",
+            "Reconciliations started",
+            m.reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciliations by error kind",
+            m.reconcile_errors.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Duration of one reconciliation",
+            m.reconcile_duration.clone(),
+        );
+        registry.register(
+            "guest_call_duration_seconds",
+            "Duration of one guest call, sandbox set-up included",
+            m.guest_call_duration.clone(),
+        );
+        registry.register(
+            "guest_errors",
+            "Failed guest calls by error kind",
+            m.guest_errors.clone(),
+        );
+        registry.register(
+            "guest_info",
+            "The guest loaded, by digest",
+            m.guest_info.clone(),
+        );
+        m
+    }
+
+    /// Counts a reconciliation and returns a timer that records its duration when dropped.
+    pub fn reconcile_started(&self) -> Timer {
+        self.reconciles.inc();
+        Timer::new(self.reconcile_duration.clone())
+    }
+
+    /// Counts a failed reconciliation.
+    pub fn reconcile_failed(&self, kind: &'static str) {
+        self.reconcile_errors
+            .get_or_create(&KindLabel { kind })
+            .inc();
+    }
+
+    /// Returns a timer for one guest call.
+    pub fn guest_call(&self) -> Timer {
+        Timer::new(self.guest_call_duration.clone())
+    }
+
+    /// Counts a failed guest call.
+    pub fn guest_failed(&self, kind: &'static str) {
+        self.guest_errors.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// Records which guest is loaded.
+    pub fn guest_loaded(&self, digest: &str) {
+        self.guest_info.clear();
+        self.guest_info
+            .get_or_create(&GuestLabel {
+                digest: digest.to_owned(),
+            })
+            .set(1);
+    }
+}
+
+/// Records the time since its creation into a histogram when dropped.
+pub struct Timer {
+    start: Instant,
+    histogram: Histogram,
+}
+
+impl Timer {
+    fn new(histogram: Histogram) -> Self {
+        Self {
+            start: Instant::now(),
+            histogram,
+        }
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        self.histogram.observe(self.start.elapsed().as_secs_f64());
+    }
+}
+
+/// The registry all metrics go to, prefixed with [`PREFIX`].
+pub fn registry() -> Registry {
+    Registry::with_prefix(PREFIX)
+}
+
+/// Renders the registry in the OpenMetrics text format.
+pub fn encode(registry: &Arc<Registry>) -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry)
+        .expect("writing to a String cannot fail");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_are_prefixed_and_labelled_by_kind() {
+        let mut registry = registry();
+        let metrics = Metrics::register(&mut registry);
+        drop(metrics.reconcile_started());
+        metrics.reconcile_failed("apply");
+        metrics.guest_failed("guest_trap");
+        metrics.guest_loaded("sha256:abc");
+        let text = encode(&Arc::new(registry));
+        assert!(text.contains("app_operator_reconciles_total 1"), "{text}");
+        assert!(text.contains(r#"app_operator_reconcile_errors_total{kind="apply"} 1"#));
+        assert!(text.contains(r#"app_operator_guest_errors_total{kind="guest_trap"} 1"#));
+        assert!(text.contains(r#"app_operator_guest_info{digest="sha256:abc"} 1"#));
+        assert!(text.contains("app_operator_reconcile_duration_seconds_count 1"));
+    }
+}

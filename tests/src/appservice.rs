@@ -1,0 +1,139 @@
+//! AppService fixtures and the waits the controller tests share.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use app_operator::crd::AppService;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+
+use crate::wait;
+
+/// How long the controller and the cluster get to converge.
+pub const CONVERGE: Duration = Duration::from_secs(120);
+
+/// The sample AppService shipped in `config/samples/`.
+pub fn sample() -> AppService {
+    let yaml = include_str!("../../config/samples/apps_v1alpha1_appservice.yaml");
+    serde_yaml_ng::from_str(yaml).expect("the shipped sample is an AppService")
+}
+
+/// The sample renamed to `name`, without a fixed nodePort (nodePorts are cluster-wide: only one
+/// test may hold 30080 at a time).
+pub fn sample_named(name: &str) -> AppService {
+    let mut app = sample();
+    app.metadata.name = Some(name.to_owned());
+    for port in &mut app.spec.ports {
+        port.node_port = None;
+    }
+    app
+}
+
+/// Creates `app` in `namespace`.
+pub async fn create(
+    client: &Client,
+    namespace: &str,
+    app: &AppService,
+) -> anyhow::Result<AppService> {
+    let api: Api<AppService> = Api::namespaced(client.clone(), namespace);
+    api.create(&PostParams::default(), app)
+        .await
+        .context("failed to create the AppService")
+}
+
+/// The condition `type_` of an AppService's status, if set.
+pub fn condition<'a>(app: &'a AppService, type_: &str) -> Option<&'a Condition> {
+    app.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Waits until AppService `name` reports `ready` (e.g. `3/3`), `Ready=True`, and has observed
+/// its latest generation. Returns it.
+pub async fn wait_ready(
+    api: &Api<AppService>,
+    name: &str,
+    ready: &str,
+) -> anyhow::Result<AppService> {
+    let what = format!("AppService {name} to report {ready} and Ready=True");
+    wait::until(&what, CONVERGE, || async {
+        let app = api.get(name).await?;
+        let status = app.status.clone().unwrap_or_default();
+        let ok = status.ready.as_deref() == Some(ready)
+            && status.observed_generation == app.metadata.generation
+            && condition(&app, "Ready").is_some_and(|c| c.status == "True");
+        Ok(ok.then_some(app))
+    })
+    .await
+}
+
+/// Waits until Deployment `name` has `replicas` ready replicas of `image`. Returns it.
+pub async fn wait_deployment(
+    api: &Api<Deployment>,
+    name: &str,
+    replicas: i32,
+    image: &str,
+) -> anyhow::Result<Deployment> {
+    let what = format!("Deployment {name}: {replicas} ready replicas of {image}");
+    wait::until(&what, CONVERGE, || async {
+        let Some(d) = api.get_opt(name).await? else {
+            return Ok(None);
+        };
+        let status = d.status.clone().unwrap_or_default();
+        let images: Vec<_> = d
+            .spec
+            .template
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .filter_map(|c| c.image.as_deref())
+            .collect();
+        let ok = d.spec.replicas == Some(replicas)
+            && status.ready_replicas.unwrap_or(0) == replicas
+            && status.replicas == Some(replicas)
+            && images == [image];
+        Ok(ok.then_some(d))
+    })
+    .await
+}
+
+/// Events (events.k8s.io/v1) about the object `name` in `namespace` with `reason`.
+pub async fn events(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> anyhow::Result<Vec<Event>> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let events = api.list(&ListParams::default()).await?;
+    Ok(events
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect())
+}
+
+/// Waits until an Event with `reason` about `name` exists, and returns the first.
+pub async fn wait_event(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> anyhow::Result<Event> {
+    let what = format!("an Event {reason} about {name}");
+    wait::until(&what, CONVERGE, || async {
+        Ok(events(client, namespace, name, reason)
+            .await?
+            .into_iter()
+            .next())
+    })
+    .await
+}
