@@ -77,8 +77,11 @@ async fn main() -> anyhow::Result<()> {
         .map(|i| bench_app(i, args.replicas))
         .collect();
     println!(
-        "bench-scale: {} AppServices x {} replica(s), {} requests in flight",
-        args.count, args.replicas, args.concurrency
+        "bench-scale: {} AppServices x {} replica(s), {} requests in flight; load average {}",
+        args.count,
+        args.replicas,
+        args.concurrency,
+        load_average()
     );
 
     let baseline = if args.skip_baseline {
@@ -128,6 +131,7 @@ async fn main() -> anyhow::Result<()> {
         run.peak_rss_kib as f64 / 1024.0
     );
     println!("  SIGTERM to exit        {:>8.2} s", shutdown.as_secs_f64());
+    println!("  load average at the end {}", load_average());
     if let Some(b) = baseline {
         let base = b.writes as f64 / b.elapsed.as_secs_f64();
         println!(
@@ -136,6 +140,15 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The 1, 5 and 15 minute load averages, to judge how busy the machine was.
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// What the operator run measured.
