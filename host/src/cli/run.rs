@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use kube::Client;
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use tower::util::MapRequestLayer;
 use tracing::info;
 
 use crate::controller;
@@ -95,10 +97,10 @@ impl Args {
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn exec(args: Args) -> Result<()> {
     telemetry::init(args.log_format);
-    let client = client(args.kubeconfig.as_ref(), args.context.as_deref()).await?;
-
     let mut registry = metrics::registry();
     let metrics = Metrics::register(&mut registry);
+    let client = client(args.kubeconfig.as_ref(), args.context.as_deref(), &metrics).await?;
+
     let readiness = Arc::new(Readiness::default());
     let shutdown = shutdown_signal().boxed().shared();
 
@@ -142,8 +144,13 @@ pub async fn exec(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// A client from `kubeconfig` (and `context`), or from the environment's usual sources.
-pub async fn client(kubeconfig: Option<&PathBuf>, context: Option<&str>) -> Result<Client> {
+/// A client from `kubeconfig` (and `context`), or from the environment's usual sources, that
+/// counts its requests in `metrics`.
+pub async fn client(
+    kubeconfig: Option<&PathBuf>,
+    context: Option<&str>,
+    metrics: &Metrics,
+) -> Result<Client> {
     let options = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
@@ -162,7 +169,15 @@ pub async fn client(kubeconfig: Option<&PathBuf>, context: Option<&str>) -> Resu
             .await
             .map_err(|e| Error::KubeConfig(Box::new(e)))?,
     };
-    Client::try_from(config).map_err(Error::Client)
+    let metrics = metrics.clone();
+    let count = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
+        metrics.kube_request(request.method());
+        request
+    });
+    Ok(ClientBuilder::try_from(config)
+        .map_err(Error::Client)?
+        .with_layer(&count)
+        .build())
 }
 
 /// Completes on SIGTERM or Ctrl-C.
