@@ -44,7 +44,7 @@ pub struct AppServiceSpec {
     #[schemars(range(min = 0), extend("default" = 1))]
     pub replicas: Option<i32>,
     /// Container image to run.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 1024))]
     #[x_kube(validation = Rule::new(r"self.matches(r'^\S+$')").message("image must not be empty or contain whitespace"))]
     pub image: String,
     /// Ports to expose, as Kubernetes ServicePorts.
@@ -57,8 +57,6 @@ pub struct AppServiceSpec {
             .message("port names must be unique"),
         validation = Rule::new("size(self) <= 1 || self.all(p, has(p.name))")
             .message("every port must have a name when there is more than one port"),
-        validation = Rule::new("self.all(p, !has(p.targetPort) || (type(p.targetPort) == string ? (size(p.targetPort) <= 15 && p.targetPort.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && p.targetPort.matches('[a-z]') && !p.targetPort.contains('--')) : (p.targetPort >= 1 && p.targetPort <= 65535)))")
-            .message("targetPort must be a port number (1-65535) or a port name (IANA_SVC_NAME: at most 15 lower-case letters, digits and '-', with at least one letter, no '--')"),
     )]
     pub ports: Vec<ServicePort>,
 }
@@ -116,6 +114,23 @@ fn ports_schema(generator: &mut SchemaGenerator) -> Schema {
     restrict(
         "name",
         json!({"maxLength": 63, "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}),
+    );
+    // NB: on an int-or-string, the number keywords apply to numbers and the string keywords to
+    // strings. IANA_SVC_NAME also needs a letter, which only CEL can say; maxLength bounds its cost.
+    restrict(
+        "targetPort",
+        json!({"minimum": 1, "maximum": 65535, "maxLength": 15, "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$"}),
+    );
+    let items = schema
+        .get_mut("items")
+        .and_then(|i| i.as_object_mut())
+        .expect("items is an object");
+    items.insert(
+        "x-kubernetes-validations".into(),
+        json!([{
+            "rule": "!has(self.targetPort) || type(self.targetPort) != string || self.targetPort.matches('[a-z]')",
+            "message": "a named targetPort must contain a letter (IANA_SVC_NAME)",
+        }]),
     );
     schema
 }

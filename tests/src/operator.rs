@@ -67,9 +67,11 @@ impl Operator {
     }
 
     /// Installs the CRD and starts the controller for `namespace` with the guest `wasm`,
-    /// through the production guest runtime.
+    /// through the production guest runtime. Logs go to stderr when `RUST_LOG` is set.
     pub async fn start_with(client: &Client, namespace: &str, wasm: &[u8]) -> anyhow::Result<Self> {
-        app_operator::telemetry::init(app_operator::telemetry::LogFormat::Text);
+        if std::env::var_os("RUST_LOG").is_some() {
+            app_operator::telemetry::init(app_operator::telemetry::LogFormat::Text);
+        }
         install_crd(client).await?;
         let runtime = guest::Runtime::new(guest::Config::default())?;
         let policy = runtime.load(wasm)?;

@@ -73,12 +73,22 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str)> {
         (
             "bad targetPort name",
             json!({"ports": [port(json!({"targetPort": "Not_A_Name"}))]}),
-            "targetPort must be a port number (1-65535) or a port name",
+            "spec.ports[0].targetPort",
+        ),
+        (
+            "long targetPort name",
+            json!({"ports": [port(json!({"targetPort": "a-very-long-port-name"}))]}),
+            "spec.ports[0].targetPort",
+        ),
+        (
+            "targetPort name without a letter",
+            json!({"ports": [port(json!({"targetPort": "8080"}))]}),
+            "a named targetPort must contain a letter",
         ),
         (
             "targetPort 0",
             json!({"ports": [port(json!({"targetPort": 0}))]}),
-            "targetPort must be a port number (1-65535) or a port name",
+            "spec.ports[0].targetPort",
         ),
     ]
 }

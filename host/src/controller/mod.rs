@@ -21,6 +21,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 pub use reconcile::reconcile;
@@ -78,6 +79,8 @@ pub struct Context {
     pub config: Config,
     /// Consecutive failures per AppService, for the retry backoff.
     failures: Mutex<HashMap<ObjectRef<AppService>, u32>>,
+    /// Becomes true once every watch cache has listed its objects.
+    synced: watch::Receiver<bool>,
 }
 
 impl Context {
@@ -86,11 +89,10 @@ impl Context {
         &self.policy
     }
 
-    /// Waits until the children caches have listed once, so pruning sees every child.
-    async fn children_synced(&self) {
-        // NB: fails only if the watches were dropped, i.e. during shutdown.
-        let _ = self.children.deployments.wait_until_ready().await;
-        let _ = self.children.services.wait_until_ready().await;
+    /// Waits until the caches have listed once, so pruning sees every child.
+    async fn caches_synced(&self) {
+        // NB: fails only if the sender is gone, i.e. during shutdown.
+        let _ = self.synced.clone().wait_for(|synced| *synced).await;
     }
 
     /// Counts a failure of `app` and returns how many happened in a row.
@@ -199,6 +201,7 @@ pub async fn run(
         },
     );
     let concurrency = config.concurrency;
+    let (synced_tx, synced) = watch::channel(false);
     let ctx = Arc::new(Context {
         client,
         policy,
@@ -207,18 +210,22 @@ pub async fn run(
         children,
         config,
         failures: Mutex::default(),
+        synced,
     });
 
-    let synced = app_store.clone();
+    // NB: this task is the only waiter on the stores: a kube-runtime Store wakes only the last
+    // task that waited on it, so reconciles wait on `synced` instead.
+    let apps_listed = app_store.clone();
     tokio::spawn(async move {
         let ready = futures::future::try_join3(
-            synced.wait_until_ready(),
+            apps_listed.wait_until_ready(),
             deployments.wait_until_ready(),
             services.wait_until_ready(),
         );
         if ready.await.is_ok() {
             info!("caches synced");
             readiness.caches_synced();
+            let _ = synced_tx.send(true);
         }
     });
 

@@ -38,7 +38,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
         // NB: the children carry ownerReferences; the garbage collector removes them.
         return Ok(Action::await_change());
     }
-    ctx.children_synced().await;
+    ctx.caches_synced().await;
 
     let policy = ctx.policy();
     span.record("guest", field::display(policy.digest()));
