@@ -13,7 +13,7 @@ use crate::wait;
 
 /// The `app-operator` binary of this build, built once per test process.
 ///
-/// Runs `cargo build -p app-operator --bin app-operator` for the profile and target directory
+/// Runs `cargo build -p app-operator -p app-operator-e2e --bin app-operator` for the profile and target directory
 /// of the running test (a no-op when up to date), so the binary is never stale.
 pub fn binary() -> anyhow::Result<PathBuf> {
     static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
@@ -36,7 +36,10 @@ fn build() -> anyhow::Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
-        .args(["build", "-q", "-p", "app-operator", "--bin", "app-operator"])
+        // NB: selecting this crate too gives app-operator the features the tests build it with,
+        // so the binary is the one `cargo test` already built, not a second variant.
+        .args(["build", "-q", "-p", "app-operator", "-p", "app-operator-e2e"])
+        .args(["--bin", "app-operator"])
         .arg("--target-dir")
         .arg(target_dir)
         .current_dir(env!("CARGO_MANIFEST_DIR"));
