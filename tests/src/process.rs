@@ -4,62 +4,60 @@
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 
 use crate::wait;
 
-/// The `app-operator` binary of this build, built once per test process.
+/// The `app-operator` binary next to the running test (`<target>/<profile>/app-operator`).
 ///
-/// Runs `cargo build -p app-operator -p app-operator-e2e --bin app-operator` for the profile and target directory
-/// of the running test (a no-op when up to date), so the binary is never stale.
+/// `cargo test --workspace` (what `make test` runs) builds it, since the host crate has
+/// integration tests. Fails, saying how to build it, when it is missing or older than a source
+/// it is built from, so a test never runs a stale operator.
 pub fn binary() -> anyhow::Result<PathBuf> {
-    static BINARY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BINARY
-        .get_or_init(|| build().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(anyhow::Error::msg)
-}
-
-fn build() -> anyhow::Result<PathBuf> {
     // NB: the test executable is <target>/<profile>/deps/<name>-<hash>.
     let exe = std::env::current_exe().context("failed to locate the test executable")?;
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .context("the test executable is not in <target>/<profile>/deps")?;
-    let target_dir = profile_dir
-        .parent()
-        .context("the test executable is not in <target>/<profile>/deps")?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
-    command
-        // NB: selecting this crate too gives app-operator the features the tests build it with,
-        // so the binary is the one `cargo test` already built, not a second variant.
-        .args(["build", "-q", "-p", "app-operator", "-p", "app-operator-e2e"])
-        .args(["--bin", "app-operator"])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        command.arg("--release");
-    }
-    let status = command
-        .status()
-        .context("failed to run cargo to build app-operator")?;
-    if !status.success() {
-        bail!("cargo build of app-operator failed ({status})");
-    }
     let binary = profile_dir.join("app-operator");
-    if !binary.exists() {
-        bail!(
-            "cargo built app-operator but {} is missing",
-            binary.display()
-        );
+    let release = if profile_dir.ends_with("release") {
+        " --release"
+    } else {
+        ""
+    };
+    let hint = format!("build it with `cargo build{release} -p app-operator` (or run `make test`)");
+    let built = std::fs::metadata(&binary)
+        .and_then(|m| m.modified())
+        .with_context(|| format!("no operator binary at {}; {hint}", binary.display()))?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for dir in ["host/src", "host/build.rs", "guest/src", "wit"] {
+        if let Some(newer) = newer_than(&root.join(dir), built)? {
+            bail!(
+                "{} is older than {}; {hint}",
+                binary.display(),
+                newer.display()
+            );
+        }
     }
     Ok(binary)
+}
+
+/// The first file under `path` modified after `time`, if any.
+fn newer_than(path: &Path, time: std::time::SystemTime) -> anyhow::Result<Option<PathBuf>> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("failed to stat {}", path.display()))?;
+    if meta.is_file() {
+        return Ok((meta.modified()? > time).then(|| path.to_owned()));
+    }
+    for entry in std::fs::read_dir(path)? {
+        if let Some(newer) = newer_than(&entry?.path(), time)? {
+            return Ok(Some(newer));
+        }
+    }
+    Ok(None)
 }
 
 /// A free TCP port on 127.0.0.1 (free when this returns; good enough for tests).
@@ -146,13 +144,21 @@ impl OperatorProcess {
             self.log.display()
         );
         let probe_addr = self.probe_addr;
+        let log = self.log.clone();
         let child = &mut self.child;
         wait::until(&what, Duration::from_secs(60), || {
             let exited = child.try_wait();
             let probed = http_get(probe_addr, "/readyz");
+            let log = log.clone();
             async move {
                 if let Some(status) = exited? {
-                    bail!("the operator exited ({status})");
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    let tail: Vec<_> = text.lines().rev().take(5).collect();
+                    let tail: Vec<_> = tail.into_iter().rev().collect();
+                    bail!(
+                        "the operator exited ({status}); its log ends:\n{}",
+                        tail.join("\n")
+                    );
                 }
                 Ok(probed.filter(|(code, body)| *code == 200 && body.ends_with(state)))
             }

@@ -64,7 +64,7 @@ async fn default_passes_a_server_side_dry_run() -> anyhow::Result<()> {
         "clusterrole.rbac.authorization.k8s.io/app-operator-manager-role",
         "clusterrolebinding.rbac.authorization.k8s.io/app-operator-manager-rolebinding",
         "role.rbac.authorization.k8s.io/app-operator-leader-election-role",
-        "role.rbac.authorization.k8s.io/app-operator-guest-reader-role",
+        "role.rbac.authorization.k8s.io/app-operator-guest-configmap-role",
         "service/app-operator-controller-manager-metrics-service",
         "deployment.apps/app-operator-controller-manager",
     ] {

@@ -19,6 +19,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::json;
 
+/// The guest ConfigMap's default name, which `config/rbac` grants access to.
+const GUEST_CONFIGMAP: &str = "app-operator-guest";
+
 /// `config/rbac`, applied into one namespace with a unique name suffix (its ClusterRole and
 /// ClusterRoleBinding are cluster-wide), and deleted again on drop.
 struct RbacOverlay {
@@ -157,11 +160,23 @@ async fn operator_runs_with_only_config_rbac() -> anyhow::Result<()> {
         forbidden(apps.delete("any", &DeleteParams::default()).await),
         "delete an AppService"
     );
+    assert!(
+        forbidden(own_config.list(&ListParams::default()).await),
+        "list every ConfigMap in its own namespace"
+    );
+    assert!(
+        forbidden(own_config.get("kube-root-ca.crt").await),
+        "read another ConfigMap in its own namespace"
+    );
     // ... and, as a control that the token works at all, what it may.
     own_config
-        .list(&ListParams::default())
+        .get_opt(GUEST_CONFIGMAP)
         .await
-        .context("the operator's identity cannot list ConfigMaps in its own namespace")?;
+        .context("the operator's identity cannot read the guest ConfigMap")?;
+    own_config
+        .list(&ListParams::default().fields(&format!("metadata.name={GUEST_CONFIGMAP}")))
+        .await
+        .context("the operator's identity cannot list the guest ConfigMap by name")?;
     apps.list(&ListParams::default())
         .await
         .context("the operator's identity cannot list AppServices")?;

@@ -70,25 +70,26 @@ pub struct Args {
     pub leader: LeaderArgs,
 }
 
-/// Leader-election flags of `app-operator run`. Off by default (one local process needs none);
+/// Leader-election flags of `app-operator run`. NB: the field names are the clap argument ids
+/// and must not clash with those of [`Args`] (e.g. `namespace`). Off by default (one local process needs none);
 /// `config/manager` turns it on.
 #[derive(Debug, clap::Args)]
 pub struct LeaderArgs {
     /// Reconcile only while holding the leader Lease.
     #[arg(long = "leader-elect", env = "APP_OPERATOR_LEADER_ELECT")]
-    pub enabled: bool,
+    pub leader_elect: bool,
     /// Namespace of the Lease. Default: the client's namespace (in a Pod, its own).
     #[arg(
         long = "leader-elect-namespace",
         env = "APP_OPERATOR_LEADER_ELECT_NAMESPACE"
     )]
-    pub namespace: Option<String>,
+    pub leader_elect_namespace: Option<String>,
     /// This replica's identity. Default: $POD_NAME, else <hostname>-<pid>.
     #[arg(
         long = "leader-elect-identity",
         env = "APP_OPERATOR_LEADER_ELECT_IDENTITY"
     )]
-    pub identity: Option<String>,
+    pub leader_elect_identity: Option<String>,
     /// Seconds the Lease stays valid after its last renewal (a standby takes over within this).
     #[arg(
         long = "leader-elect-lease-secs",
@@ -96,7 +97,7 @@ pub struct LeaderArgs {
         default_value_t = 15,
         value_parser = clap::value_parser!(u64).range(2..)
     )]
-    pub lease_secs: u64,
+    pub leader_elect_lease_secs: u64,
     /// Seconds before expiry at which the leader renews the Lease (less than the lease).
     #[arg(
         long = "leader-elect-renew-grace-secs",
@@ -104,25 +105,25 @@ pub struct LeaderArgs {
         default_value_t = 5,
         value_parser = clap::value_parser!(u64).range(1..)
     )]
-    pub renew_grace_secs: u64,
+    pub leader_elect_renew_grace_secs: u64,
 }
 
 impl LeaderArgs {
     /// The leader-election settings, or `None` when it is off.
     pub fn config(&self, client: &Client) -> Option<leader::Config> {
-        if !self.enabled {
+        if !self.leader_elect {
             return None;
         }
         let namespace = self
-            .namespace
+            .leader_elect_namespace
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_owned());
         let mut config = leader::Config::new(namespace);
-        if let Some(identity) = &self.identity {
+        if let Some(identity) = &self.leader_elect_identity {
             config.identity = identity.clone();
         }
-        config.lease_duration = Duration::from_secs(self.lease_secs);
-        config.renew_grace = Duration::from_secs(self.renew_grace_secs);
+        config.lease_duration = Duration::from_secs(self.leader_elect_lease_secs);
+        config.renew_grace = Duration::from_secs(self.leader_elect_renew_grace_secs);
         Some(config)
     }
 }
@@ -268,4 +269,48 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     info!("shutdown signal received");
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn leader_flags_parse_beside_the_others() {
+        let cli = Cli::try_parse_from([
+            "app-operator",
+            "run",
+            "--namespace",
+            "apps",
+            "--leader-elect",
+            "--leader-elect-namespace",
+            "ops",
+            "--leader-elect-identity",
+            "a",
+            "--leader-elect-lease-secs",
+            "6",
+            "--leader-elect-renew-grace-secs",
+            "2",
+        ])
+        .expect("the flags parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(args.namespace.as_deref(), Some("apps"));
+        assert!(args.leader.leader_elect);
+        assert_eq!(args.leader.leader_elect_namespace.as_deref(), Some("ops"));
+        assert_eq!(args.leader.leader_elect_identity.as_deref(), Some("a"));
+        assert_eq!(
+            (
+                args.leader.leader_elect_lease_secs,
+                args.leader.leader_elect_renew_grace_secs
+            ),
+            (6, 2)
+        );
+        assert!(
+            Cli::try_parse_from(["app-operator", "run", "--leader-elect-lease-secs", "1"]).is_err()
+        );
+    }
 }
