@@ -7,6 +7,7 @@ pub mod crd;
 #[cfg(test)]
 mod fixtures;
 pub mod guest;
+pub mod leader;
 pub mod metrics;
 pub mod server;
 pub mod stamp;
@@ -94,6 +95,9 @@ pub enum Error {
         #[source]
         source: serde_yaml_ng::Error,
     },
+    /// Leader election failed, or this replica lost the leader Lease.
+    #[error(transparent)]
+    Leader(#[from] leader::Error),
     /// An HTTP endpoint could not be served.
     #[error("failed to serve HTTP on {addr}")]
     Serve {
@@ -120,6 +124,7 @@ impl Error {
             Error::Input(_) => "input",
             Error::Yaml { .. } => "yaml",
             Error::Serve { .. } => "serve",
+            Error::Leader(_) => "leader",
         }
     }
 }

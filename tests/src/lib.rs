@@ -8,8 +8,9 @@ pub mod cluster;
 pub mod kubectl;
 pub mod namespace;
 pub mod operator;
+pub mod process;
 pub mod wait;
 
 pub use cluster::client;
-pub use kubectl::kubectl;
+pub use kubectl::{kubectl, kubectl_with_stderr};
 pub use namespace::TestNamespace;

@@ -15,6 +15,7 @@ use tracing::info;
 
 use crate::controller;
 use crate::guest;
+use crate::leader;
 use crate::metrics::{self, Metrics};
 use crate::server::{self, Readiness};
 use crate::telemetry::{self, LogFormat};
@@ -66,6 +67,67 @@ pub struct Args {
     /// Address of the `/healthz` and `/readyz` endpoints.
     #[arg(long, env = "APP_OPERATOR_PROBE_ADDR", default_value = "0.0.0.0:8081")]
     pub probe_addr: SocketAddr,
+    /// Leader election: reconcile only while holding a Lease, so that replicas can stand by.
+    #[command(flatten)]
+    pub leader: LeaderArgs,
+}
+
+/// Leader-election flags of `app-operator run`. NB: the field names are the clap argument ids
+/// and must not clash with those of [`Args`] (e.g. `namespace`). Off by default (one local process needs none);
+/// `config/manager` turns it on.
+#[derive(Debug, clap::Args)]
+pub struct LeaderArgs {
+    /// Reconcile only while holding the leader Lease.
+    #[arg(long = "leader-elect", env = "APP_OPERATOR_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Namespace of the Lease. Default: the client's namespace (in a Pod, its own).
+    #[arg(
+        long = "leader-elect-namespace",
+        env = "APP_OPERATOR_LEADER_ELECT_NAMESPACE"
+    )]
+    pub leader_elect_namespace: Option<String>,
+    /// This replica's identity. Default: $POD_NAME, else <hostname>-<pid>.
+    #[arg(
+        long = "leader-elect-identity",
+        env = "APP_OPERATOR_LEADER_ELECT_IDENTITY"
+    )]
+    pub leader_elect_identity: Option<String>,
+    /// Seconds the Lease stays valid after its last renewal (a standby takes over within this).
+    #[arg(
+        long = "leader-elect-lease-secs",
+        env = "APP_OPERATOR_LEADER_ELECT_LEASE_SECS",
+        default_value_t = 15,
+        value_parser = clap::value_parser!(u64).range(2..)
+    )]
+    pub leader_elect_lease_secs: u64,
+    /// Seconds before expiry at which the leader renews the Lease (less than the lease).
+    #[arg(
+        long = "leader-elect-renew-grace-secs",
+        env = "APP_OPERATOR_LEADER_ELECT_RENEW_GRACE_SECS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub leader_elect_renew_grace_secs: u64,
+}
+
+impl LeaderArgs {
+    /// The leader-election settings, or `None` when it is off.
+    pub fn config(&self, client: &Client) -> Option<leader::Config> {
+        if !self.leader_elect {
+            return None;
+        }
+        let namespace = self
+            .leader_elect_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let mut config = leader::Config::new(namespace);
+        if let Some(identity) = &self.leader_elect_identity {
+            config.identity = identity.clone();
+        }
+        config.lease_duration = Duration::from_secs(self.leader_elect_lease_secs);
+        config.renew_grace = Duration::from_secs(self.leader_elect_renew_grace_secs);
+        Some(config)
+    }
 }
 
 impl Args {
@@ -101,6 +163,7 @@ pub async fn exec(args: Args) -> Result<()> {
     let metrics = Metrics::register(&mut registry);
     let client = client(args.kubeconfig.as_ref(), args.context.as_deref(), &metrics).await?;
 
+    let leader_gauge = leader::register(&mut registry);
     let readiness = Arc::new(Readiness::default());
     let shutdown = shutdown_signal().boxed().shared();
 
@@ -134,7 +197,33 @@ pub async fn exec(args: Args) -> Result<()> {
     readiness.guest_loaded();
 
     let config = args.controller_config();
-    controller::run(client, policy, metrics, readiness, config, shutdown).await?;
+    match args.leader.config(&client) {
+        Some(election) => {
+            let lead = |stop| {
+                controller::run(
+                    client.clone(),
+                    policy,
+                    metrics,
+                    readiness.clone(),
+                    config,
+                    stop,
+                )
+            };
+            leader::run(
+                client.clone(),
+                election,
+                readiness.clone(),
+                leader_gauge,
+                shutdown,
+                lead,
+            )
+            .await?;
+        }
+        None => {
+            leader_gauge.set(1);
+            controller::run(client, policy, metrics, readiness, config, shutdown).await?;
+        }
+    }
     for server in [metrics_server, probe_server] {
         // NB: a server task only ends with an error or after the shutdown signal.
         if let Ok(result) = server.await {
@@ -195,4 +284,48 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     info!("shutdown signal received");
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn leader_flags_parse_beside_the_others() {
+        let cli = Cli::try_parse_from([
+            "app-operator",
+            "run",
+            "--namespace",
+            "apps",
+            "--leader-elect",
+            "--leader-elect-namespace",
+            "ops",
+            "--leader-elect-identity",
+            "a",
+            "--leader-elect-lease-secs",
+            "6",
+            "--leader-elect-renew-grace-secs",
+            "2",
+        ])
+        .expect("the flags parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(args.namespace.as_deref(), Some("apps"));
+        assert!(args.leader.leader_elect);
+        assert_eq!(args.leader.leader_elect_namespace.as_deref(), Some("ops"));
+        assert_eq!(args.leader.leader_elect_identity.as_deref(), Some("a"));
+        assert_eq!(
+            (
+                args.leader.leader_elect_lease_secs,
+                args.leader.leader_elect_renew_grace_secs
+            ),
+            (6, 2)
+        );
+        assert!(
+            Cli::try_parse_from(["app-operator", "run", "--leader-elect-lease-secs", "1"]).is_err()
+        );
+    }
 }
