@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help setup run test bench bench-scale cluster-build cluster-up cluster-down crd fmt lint
+.PHONY: help setup run test bench bench-scale cluster-build cluster-up cluster-down crd fmt lint \
+	install uninstall deploy undeploy docker-build
 
 help: ## List targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -30,6 +31,26 @@ cluster-up: ## Start the local control plane (idempotent).
 
 cluster-down: ## Stop the local control plane started by cluster-up.
 	hack/controlplane/down.sh
+
+# Image that `docker-build` tags (config/manager deploys app-operator:0.1.0).
+IMG ?= app-operator:0.1.0
+# kubectl with $KUBECONFIG when set, else the local control plane's (see the script).
+KUBECTL ?= hack/kubectl.sh
+
+install: ## Install the CRD into the cluster ($KUBECONFIG, else the local control plane).
+	$(KUBECTL) apply --server-side -k config/crd
+
+uninstall: ## Remove the CRD (and with it every AppService).
+	$(KUBECTL) delete --ignore-not-found -k config/crd
+
+deploy: ## Deploy the operator (CRD, RBAC, Deployment) into namespace app-operator-system.
+	$(KUBECTL) apply --server-side -k config/default
+
+undeploy: ## Remove everything `deploy` created, the CRD and namespace included.
+	$(KUBECTL) delete --ignore-not-found -k config/default
+
+docker-build: ## Build the operator image $(IMG) (needs a container engine; none exists here).
+	docker build -t $(IMG) .
 
 crd: ## Regenerate config/crd from the Rust types.
 	cargo run --release -q -p app-operator -- crd > config/crd/apps.kudevops.io_appservices.yaml

@@ -4,8 +4,9 @@
 # `kubectl get appservice,deployment,service` once the sample is 3/3 ready.
 #
 # The operator then keeps running in the foreground (its log: .work/operator.log) until Ctrl-C;
-# with --once it is stopped right after the table. The control plane stays up either way
-# (`make cluster-down` stops it).
+# with --once the sample is deleted and the operator stopped right after the table (the sample's
+# nodePort 30080 is cluster-wide, and the e2e tests need it). The control plane stays up either
+# way (`make cluster-down` stops it).
 #
 # Usage: hack/run.sh [--once]
 # Env:   APP_OPERATOR_METRICS_ADDR (default 127.0.0.1:8080), APP_OPERATOR_PROBE_ADDR
@@ -82,6 +83,7 @@ main() {
   kubectl get appservice,deployment,service -o wide
 
   if $ONCE; then
+    kubectl delete -f "$SAMPLE" --wait=true >/dev/null
     return
   fi
   log "the operator keeps running; Ctrl-C stops it (the control plane stays up: make cluster-down)"

@@ -25,7 +25,7 @@ stop_cluster() {
 main() {
   export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
   hack/setup.sh
-  # shellcheck source=controlplane/env.sh
+  # shellcheck source=hack/controlplane/env.sh
   source hack/controlplane/env.sh
   if cp_cluster_running; then
     log "using the running control plane ($KUBECONFIG)"

@@ -7,7 +7,7 @@
 #![allow(unsafe_code)]
 
 mod objects;
-mod render;
+pub mod render;
 
 wit_bindgen::generate!({ path: "../wit", world: "appservice-policy" });
 

@@ -11,7 +11,7 @@
 # Usage: hack/controlplane/build.sh
 set -euo pipefail
 
-# shellcheck source=lib.sh
+# shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # The kwok stages, from the module source, that make fake nodes and pods live: nodes become

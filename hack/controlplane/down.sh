@@ -6,7 +6,7 @@
 # Usage: hack/controlplane/down.sh
 set -euo pipefail
 
-# shellcheck source=lib.sh
+# shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 W="$CP_CLUSTER_DIR"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Source this file to use the local control plane from a shell or a script:
 #
 #   source hack/controlplane/env.sh
@@ -6,7 +7,7 @@
 # kubectl wins over an older system one, and exports KUBECONFIG (the admin kubeconfig that up.sh
 # writes). It builds and starts nothing. Sets no shell options; defines the cp_* helpers of lib.sh.
 
-# shellcheck source=lib.sh
+# shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CP_BIN="$(cp_bin_dir)"

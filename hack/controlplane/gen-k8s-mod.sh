@@ -6,7 +6,7 @@
 # Usage: hack/controlplane/gen-k8s-mod.sh v1.37.2   (then commit k8s/go.mod and k8s/go.sum)
 set -euo pipefail
 
-# shellcheck source=lib.sh
+# shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubectl)

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034 # variables here are used by the scripts that source it
 # Shared definitions for the local control plane scripts (sourced, not run).
 #
 # Defines where the Go-built binaries are cached and where the cluster lives, and computes the

@@ -13,11 +13,11 @@
 # Usage: hack/controlplane/up.sh
 set -euo pipefail
 
-# shellcheck source=lib.sh
+# shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 W="$CP_CLUSTER_DIR"
-NODE_NAME=kwok-node-0
+NODE_NAME="kwok-node-0"
 
 # Makes the CA, one serving + admin client certificate (system:masters) and the service-account
 # signing key pair.

@@ -21,6 +21,9 @@ pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
 /// Annotation on every child: the digest (`sha256:<hex>`) of the guest that rendered it.
 pub const ANNOTATION_GUEST_DIGEST: &str = "apps.kudevops.io/guest-digest";
 
+/// Lease that replicas running with `--leader-elect` compete for, in the operator's namespace.
+pub const LEADER_LEASE: &str = "app-operator-leader";
+
 /// Namespace of an AppService that has none, e.g. a local file given to `render`.
 pub const DEFAULT_NAMESPACE: &str = "default";
 

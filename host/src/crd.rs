@@ -182,8 +182,10 @@ mod tests {
         assert_eq!(item["nodePort"]["minimum"], 30000.0);
         assert_eq!(
             ports["x-kubernetes-validations"].as_array().unwrap().len(),
-            4
+            3
         );
+        assert_eq!(item["targetPort"]["maxLength"], 15);
+        assert!(ports["items"]["x-kubernetes-validations"].is_array());
         assert_eq!(
             version["subresources"]["scale"]["specReplicasPath"],
             ".spec.replicas"

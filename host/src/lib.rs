@@ -7,6 +7,7 @@ pub mod crd;
 #[cfg(test)]
 mod fixtures;
 pub mod guest;
+pub mod leader;
 pub mod metrics;
 pub mod server;
 pub mod stamp;
@@ -98,6 +99,9 @@ pub enum Error {
     /// The guest ConfigMap could not be read.
     #[error("failed to read the guest ConfigMap")]
     GuestSource(#[source] kube::Error),
+    /// Leader election failed, or this replica lost the leader Lease.
+    #[error(transparent)]
+    Leader(#[from] leader::Error),
     /// An HTTP endpoint could not be served.
     #[error("failed to serve HTTP on {addr}")]
     Serve {
@@ -125,6 +129,7 @@ impl Error {
             Error::Yaml { .. } => "yaml",
             Error::Serve { .. } => "serve",
             Error::GuestSource(_) => "guest_source",
+            Error::Leader(_) => "leader",
         }
     }
 }

@@ -10,8 +10,13 @@ async fn main() -> ExitCode {
     match app_operator::cli::exec(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line: the error and its causes, `: `-separated.
-            eprintln!("error: {:#}", anyhow::Error::from(e));
+            // One line: the error and its causes, `: `-separated, with any line breaks in a
+            // cause's text (e.g. wasmtime's parse errors) folded.
+            let message = format!("{:#}", anyhow::Error::from(e));
+            eprintln!(
+                "error: {}",
+                message.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
             ExitCode::FAILURE
         }
     }

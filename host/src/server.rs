@@ -15,11 +15,13 @@ use tokio::net::TcpListener;
 
 use crate::{Error, Result};
 
-/// Whether the operator can do its job: caches synced and a guest loaded.
+/// Whether the operator can do its job: caches synced and a guest loaded, or, with leader
+/// election, a guest loaded and standing by for the Lease.
 #[derive(Debug, Default)]
 pub struct Readiness {
     caches_synced: AtomicBool,
     guest_loaded: AtomicBool,
+    standby: AtomicBool,
 }
 
 impl Readiness {
@@ -31,6 +33,16 @@ impl Readiness {
     /// Records that a guest is loaded and callable.
     pub fn guest_loaded(&self) {
         self.guest_loaded.store(true, Ordering::Release);
+    }
+
+    /// Records whether this replica stands by for the leader Lease (and so runs no controller).
+    pub fn set_standby(&self, standby: bool) {
+        self.standby.store(standby, Ordering::Release);
+    }
+
+    /// True while this replica stands by for the leader Lease.
+    pub fn is_standby(&self) -> bool {
+        self.standby.load(Ordering::Acquire)
     }
 
     /// True once both caches are synced and a guest is loaded.
@@ -91,9 +103,16 @@ async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {
     )
 }
 
+/// `200 ready` on the leader (or without leader election), `200 standby` on a replica waiting
+/// for the Lease with its guest loaded, else `503`.
+///
+/// NB: a standby is ready on purpose: were it not, a rolling update of two replicas would wait
+/// forever for a new Pod that cannot lead while the old leader runs.
 async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
     if readiness.is_ready() {
         (StatusCode::OK, "ready")
+    } else if readiness.is_standby() && readiness.guest_loaded.load(Ordering::Acquire) {
+        (StatusCode::OK, "standby")
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "not ready")
     }
@@ -127,6 +146,29 @@ mod tests {
         assert_eq!(get_status(addr, "/readyz").await.0, 503);
         readiness.guest_loaded();
         assert_eq!(get_status(addr, "/readyz").await.0, 200);
+    }
+
+    #[tokio::test]
+    async fn readyz_reports_a_standby() {
+        let readiness = Arc::new(Readiness::default());
+        let (listener, addr) = bind(([127, 0, 0, 1], 0).into()).await.unwrap();
+        tokio::spawn(serve(
+            listener,
+            probes_router(readiness.clone()),
+            std::future::pending(),
+        ));
+
+        readiness.set_standby(true);
+        assert_eq!(get_status(addr, "/readyz").await.0, 503, "no guest yet");
+        readiness.guest_loaded();
+        let (code, body) = get_status(addr, "/readyz").await;
+        assert_eq!(code, 200);
+        assert!(body.ends_with("standby"), "{body}");
+        readiness.set_standby(false);
+        readiness.caches_synced();
+        let (code, body) = get_status(addr, "/readyz").await;
+        assert_eq!(code, 200);
+        assert!(body.ends_with("ready"), "{body}");
     }
 
     #[tokio::test]

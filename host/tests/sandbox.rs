@@ -96,7 +96,7 @@ async fn allocation_bomb_hits_the_memory_cap() {
 #[test]
 fn memory_cap_below_the_initial_memory_fails_at_load() {
     let config = guest::Config {
-        memory_limit: 128 << 10,
+        memory_limit: 64 << 10,
         ..guest::Config::default()
     };
     let err = guest::Runtime::new(config)
@@ -142,7 +142,8 @@ async fn policy_error_is_typed() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn invalid_outputs_are_refused() {
-    let cases: [(&str, fn(&Violation) -> bool); 8] = [
+    type Expect = fn(&Violation) -> bool;
+    let cases: [(&str, Expect); 8] = [
         (
             "forbidden-kind",
             |v| matches!(v, Violation::Kind { kind, .. } if kind == "ClusterRole"),

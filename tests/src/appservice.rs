@@ -5,10 +5,11 @@ use std::time::Duration;
 use anyhow::Context;
 use app_operator::crd::AppService;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 
 use crate::wait;
 
@@ -42,6 +43,27 @@ pub async fn create(
     api.create(&PostParams::default(), app)
         .await
         .context("failed to create the AppService")
+}
+
+/// Fails, naming the holder, when a Service anywhere already uses `node_port`.
+pub async fn node_port_free(client: &Client, node_port: i32) -> anyhow::Result<()> {
+    let services: Api<Service> = Api::all(client.clone());
+    for service in services.list(&ListParams::default()).await? {
+        let ports = service
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.clone())
+            .unwrap_or_default();
+        if ports.iter().any(|p| p.node_port == Some(node_port)) {
+            anyhow::bail!(
+                "nodePort {node_port} is taken by Service {}/{} (a sample left by `make run`? \
+                 `kubectl delete appservice nginx -n {0}`)",
+                service.namespace().unwrap_or_default(),
+                service.name_any(),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The condition `type_` of an AppService's status, if set.

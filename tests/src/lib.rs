@@ -9,8 +9,9 @@ pub mod kubectl;
 pub mod namespace;
 pub mod operator;
 pub mod swap;
+pub mod process;
 pub mod wait;
 
 pub use cluster::client;
-pub use kubectl::kubectl;
+pub use kubectl::{kubectl, kubectl_with_stderr};
 pub use namespace::TestNamespace;

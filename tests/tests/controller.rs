@@ -6,7 +6,8 @@ use std::time::Duration;
 use app_operator::consts::{ANNOTATION_GUEST_DIGEST, LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY};
 use app_operator::crd::AppService;
 use app_operator_e2e::appservice::{
-    CONVERGE, condition, create, sample, sample_named, wait_deployment, wait_event, wait_ready,
+    CONVERGE, condition, create, node_port_free, sample, sample_named, wait_deployment, wait_event,
+    wait_ready,
 };
 use app_operator_e2e::operator::Operator;
 use app_operator_e2e::{TestNamespace, client, kubectl, wait};
@@ -21,6 +22,7 @@ use serde_json::json;
 async fn sample_becomes_ready_with_owned_children() -> anyhow::Result<()> {
     let client = client().await?;
     let ns = TestNamespace::create(&client, "ctl-sample").await?;
+    node_port_free(&client, 30080).await?;
     let operator = Operator::start(&client, ns.name()).await?;
     let apps: Api<AppService> = Api::namespaced(client.clone(), ns.name());
     let created = create(&client, ns.name(), &sample()).await?;

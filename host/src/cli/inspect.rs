@@ -51,3 +51,39 @@ pub fn format(i: &Inspection) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guest::Import;
+
+    #[test]
+    fn format_lists_imports_with_their_fate() {
+        let i = Inspection {
+            digest: "sha256:ab".into(),
+            size: 3,
+            world: None,
+            exports: vec!["x".into()],
+            imports: vec![
+                Import {
+                    name: "kudevops:appservice/host@0.1.0".into(),
+                    provided: true,
+                },
+                Import {
+                    name: "wasi:cli/stdout@0.2.6".into(),
+                    provided: false,
+                },
+            ],
+        };
+        let text = format(&i);
+        assert!(text.contains("world:   none"), "{text}");
+        assert!(
+            text.contains("  kudevops:appservice/host@0.1.0  provided by the host\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  wasi:cli/stdout@0.2.6           denied: traps if called\n"),
+            "{text}"
+        );
+    }
+}

@@ -8,11 +8,14 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use kube::Client;
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use tower::util::MapRequestLayer;
 use tracing::info;
 
 use crate::controller;
 use crate::guest;
+use crate::leader;
 use crate::metrics::{self, Metrics};
 use crate::server::{self, Readiness};
 use crate::swap;
@@ -73,6 +76,67 @@ pub struct Args {
     /// Address of the `/healthz` and `/readyz` endpoints.
     #[arg(long, env = "APP_OPERATOR_PROBE_ADDR", default_value = "0.0.0.0:8081")]
     pub probe_addr: SocketAddr,
+    /// Leader election: reconcile only while holding a Lease, so that replicas can stand by.
+    #[command(flatten)]
+    pub leader: LeaderArgs,
+}
+
+/// Leader-election flags of `app-operator run`. NB: the field names are the clap argument ids
+/// and must not clash with those of [`Args`] (e.g. `namespace`). Off by default (one local process needs none);
+/// `config/manager` turns it on.
+#[derive(Debug, clap::Args)]
+pub struct LeaderArgs {
+    /// Reconcile only while holding the leader Lease.
+    #[arg(long = "leader-elect", env = "APP_OPERATOR_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Namespace of the Lease. Default: the client's namespace (in a Pod, its own).
+    #[arg(
+        long = "leader-elect-namespace",
+        env = "APP_OPERATOR_LEADER_ELECT_NAMESPACE"
+    )]
+    pub leader_elect_namespace: Option<String>,
+    /// This replica's identity. Default: $POD_NAME, else <hostname>-<pid>.
+    #[arg(
+        long = "leader-elect-identity",
+        env = "APP_OPERATOR_LEADER_ELECT_IDENTITY"
+    )]
+    pub leader_elect_identity: Option<String>,
+    /// Seconds the Lease stays valid after its last renewal (a standby takes over within this).
+    #[arg(
+        long = "leader-elect-lease-secs",
+        env = "APP_OPERATOR_LEADER_ELECT_LEASE_SECS",
+        default_value_t = 15,
+        value_parser = clap::value_parser!(u64).range(2..)
+    )]
+    pub leader_elect_lease_secs: u64,
+    /// Seconds before expiry at which the leader renews the Lease (less than the lease).
+    #[arg(
+        long = "leader-elect-renew-grace-secs",
+        env = "APP_OPERATOR_LEADER_ELECT_RENEW_GRACE_SECS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub leader_elect_renew_grace_secs: u64,
+}
+
+impl LeaderArgs {
+    /// The leader-election settings, or `None` when it is off.
+    pub fn config(&self, client: &Client) -> Option<leader::Config> {
+        if !self.leader_elect {
+            return None;
+        }
+        let namespace = self
+            .leader_elect_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let mut config = leader::Config::new(namespace);
+        if let Some(identity) = &self.leader_elect_identity {
+            config.identity = identity.clone();
+        }
+        config.lease_duration = Duration::from_secs(self.leader_elect_lease_secs);
+        config.renew_grace = Duration::from_secs(self.leader_elect_renew_grace_secs);
+        Some(config)
+    }
 }
 
 impl Args {
@@ -104,10 +168,11 @@ impl Args {
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn exec(args: Args) -> Result<()> {
     telemetry::init(args.log_format);
-    let client = client(args.kubeconfig.as_ref(), args.context.as_deref()).await?;
-
     let mut registry = metrics::registry();
     let metrics = Metrics::register(&mut registry);
+    let client = client(args.kubeconfig.as_ref(), args.context.as_deref(), Some(&metrics)).await?;
+
+    let leader_gauge = leader::register(&mut registry);
     let readiness = Arc::new(Readiness::default());
     let shutdown = shutdown_signal().boxed().shared();
 
@@ -166,18 +231,30 @@ pub async fn exec(args: Args) -> Result<()> {
             recorder,
             source_config,
         );
-        source.sync_once().await.map_err(Error::GuestSource)?;
-        Some(tokio::spawn(source.run(shutdown.clone())))
+        Some(source)
     };
     let current = guests.current();
     info!(digest = current.stable.digest(), "guest loaded");
     metrics.guests_active(&current);
     readiness.guest_loaded();
 
-    controller::run(client, guests, metrics, readiness, config, shutdown).await?;
-    if let Some(source) = source {
-        // NB: the source stops on the same shutdown signal; it returns nothing to report.
-        let _ = source.await;
+    match args.leader.config(&client) {
+        Some(election) => {
+            let work = |stop| lead(source, client.clone(), guests, metrics, readiness.clone(), config, stop);
+            leader::run(
+                client.clone(),
+                election,
+                readiness.clone(),
+                leader_gauge,
+                shutdown,
+                work,
+            )
+            .await?;
+        }
+        None => {
+            leader_gauge.set(1);
+            lead(source, client, guests, metrics, readiness, config, shutdown).await?;
+        }
     }
     for server in [metrics_server, probe_server] {
         // NB: a server task only ends with an error or after the shutdown signal.
@@ -188,8 +265,40 @@ pub async fn exec(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// A client from `kubeconfig` (and `context`), or from the environment's usual sources.
-pub async fn client(kubeconfig: Option<&PathBuf>, context: Option<&str>) -> Result<Client> {
+/// The leader's work until `stop`: the guest ConfigMap source (when configured), then the
+/// controller. Only the leader evaluates candidate guests, so a standby neither records Events
+/// nor annotates the ConfigMap; it takes the ConfigMap's guests when it becomes the leader.
+async fn lead(
+    source: Option<swap::source::Source>,
+    client: Client,
+    guests: swap::Guests,
+    metrics: Metrics,
+    readiness: Arc<Readiness>,
+    config: controller::Config,
+    stop: leader::Stop,
+) -> Result<()> {
+    let source = match source {
+        Some(mut source) => {
+            source.sync_once().await.map_err(Error::GuestSource)?;
+            Some(tokio::spawn(source.run(stop.clone())))
+        }
+        None => None,
+    };
+    controller::run(client, guests, metrics, readiness, config, stop).await?;
+    if let Some(source) = source {
+        // NB: the source stops on the same signal; it returns nothing to report.
+        let _ = source.await;
+    }
+    Ok(())
+}
+
+/// A client from `kubeconfig` (and `context`), or from the environment's usual sources, that
+/// counts its requests in `metrics` when given.
+pub async fn client(
+    kubeconfig: Option<&PathBuf>,
+    context: Option<&str>,
+    metrics: Option<&Metrics>,
+) -> Result<Client> {
     let options = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
@@ -208,7 +317,17 @@ pub async fn client(kubeconfig: Option<&PathBuf>, context: Option<&str>) -> Resu
             .await
             .map_err(|e| Error::KubeConfig(Box::new(e)))?,
     };
-    Client::try_from(config).map_err(Error::Client)
+    let metrics = metrics.cloned();
+    let count = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
+        if let Some(metrics) = &metrics {
+            metrics.kube_request(request.method());
+        }
+        request
+    });
+    Ok(ClientBuilder::try_from(config)
+        .map_err(Error::Client)?
+        .with_layer(&count)
+        .build())
 }
 
 /// Completes on SIGTERM or Ctrl-C.
@@ -226,4 +345,48 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
     info!("shutdown signal received");
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use crate::cli::{Cli, Command};
+
+    #[test]
+    fn leader_flags_parse_beside_the_others() {
+        let cli = Cli::try_parse_from([
+            "app-operator",
+            "run",
+            "--namespace",
+            "apps",
+            "--leader-elect",
+            "--leader-elect-namespace",
+            "ops",
+            "--leader-elect-identity",
+            "a",
+            "--leader-elect-lease-secs",
+            "6",
+            "--leader-elect-renew-grace-secs",
+            "2",
+        ])
+        .expect("the flags parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        assert_eq!(args.namespace.as_deref(), Some("apps"));
+        assert!(args.leader.leader_elect);
+        assert_eq!(args.leader.leader_elect_namespace.as_deref(), Some("ops"));
+        assert_eq!(args.leader.leader_elect_identity.as_deref(), Some("a"));
+        assert_eq!(
+            (
+                args.leader.leader_elect_lease_secs,
+                args.leader.leader_elect_renew_grace_secs
+            ),
+            (6, 2)
+        );
+        assert!(
+            Cli::try_parse_from(["app-operator", "run", "--leader-elect-lease-secs", "1"]).is_err()
+        );
+    }
 }

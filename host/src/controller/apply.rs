@@ -5,15 +5,19 @@
 //! successful apply of everything the guest emitted.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{debug, info};
 
+use super::uptodate::LastApplied;
 use crate::consts::FIELD_MANAGER;
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
@@ -21,7 +25,7 @@ use crate::stamp::stamp;
 use crate::{Error, Result};
 
 /// The kinds of children the controller applies, watches and prunes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ChildKind {
     /// `apps/v1 Deployment`.
     Deployment,
@@ -55,12 +59,15 @@ pub struct Children {
     pub deployments: Store<Deployment>,
     /// Services labelled as managed by the operator.
     pub services: Store<Service>,
+    /// What this process last applied, to skip applies that would change nothing.
+    pub last_applied: Arc<LastApplied>,
 }
 
 /// What [`apply_all`] did.
 #[derive(Debug, Default)]
 pub struct Applied {
-    /// The Deployment the guest emitted, as the API server returned it after the apply.
+    /// The Deployment the guest emitted, as the API server returned it after the apply (or as
+    /// cached, when it was up to date).
     pub deployment: Option<Deployment>,
     /// `Kind/name` of the children that the apply created or changed.
     pub changed: Vec<String>,
@@ -84,29 +91,27 @@ pub async fn apply_all(
                 kind: object.kind.clone(),
             }
         })?;
-        let body = &object.body;
-        let before = match kind {
-            ChildKind::Deployment => version_in(&children.deployments, &ns, &object.name),
-            ChildKind::Service => version_in(&children.services, &ns, &object.name),
-        };
-        let after = match kind {
+        let (name, body) = (&object.name, &object.body);
+        let last = &children.last_applied;
+        let changed = match kind {
             ChildKind::Deployment => {
-                let deployment: Deployment = patch(client, &ns, kind, &object.name, body).await?;
-                let version = deployment.resource_version();
+                let store = &children.deployments;
+                let (deployment, changed) =
+                    apply_one(client, store, last, &ns, kind, name, body).await?;
                 if applied.deployment.is_none() {
                     applied.deployment = Some(deployment);
                 }
-                version
+                changed
             }
             ChildKind::Service => {
-                let service: Service = patch(client, &ns, kind, &object.name, body).await?;
-                service.resource_version()
+                let store = &children.services;
+                apply_one(client, store, last, &ns, kind, name, body)
+                    .await?
+                    .1
             }
         };
-        if before != after {
-            applied
-                .changed
-                .push(format!("{}/{}", kind.as_str(), object.name));
+        if changed {
+            applied.changed.push(format!("{}/{name}", kind.as_str()));
         }
     }
     Ok(applied)
@@ -134,12 +139,34 @@ where
         })
 }
 
-fn version_in<K>(store: &Store<K>, ns: &str, name: &str) -> Option<String>
+/// Applies one child unless the cache shows it up to date. Returns the child as the API server
+/// (or the cache) has it, and whether the apply created or changed it.
+async fn apply_one<K>(
+    client: &Client,
+    store: &Store<K>,
+    last: &LastApplied,
+    ns: &str,
+    kind: ChildKind,
+    name: &str,
+    body: &serde_json::Value,
+) -> Result<(K, bool)>
 where
-    K: Resource<DynamicType = ()> + Clone + 'static,
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + DeserializeOwned + Serialize + std::fmt::Debug + 'static,
 {
-    let key = kube::runtime::reflector::ObjectRef::new(name).within(ns);
-    store.get(&key).and_then(|k| k.resource_version())
+    let cached = store.get(&ObjectRef::new(name).within(ns));
+    let key = (kind, ns.to_owned(), name.to_owned());
+    let live = cached.as_deref().and_then(|c| serde_json::to_value(c).ok());
+    if let Some(cached) = &cached
+        && last.is_up_to_date(&key, body, live.as_ref())
+    {
+        return Ok((K::clone(cached), false));
+    }
+    let before = cached.and_then(|c| c.resource_version());
+    let after: K = patch(client, ns, kind, name, body).await?;
+    last.applied(key, body);
+    let changed = before != after.resource_version();
+    Ok((after, changed))
 }
 
 /// Deletes the children controlled by `app` that are not among `objects`. Returns `Kind/name`
@@ -161,6 +188,9 @@ pub async fn prune(
             ChildKind::Deployment => delete::<Deployment>(client, &ns, kind, &name, uid).await?,
             ChildKind::Service => delete::<Service>(client, &ns, kind, &name, uid).await?,
         }
+        children
+            .last_applied
+            .forget(&(kind, ns.clone(), name.clone()));
         info!(kind = kind.as_str(), child = %name, "pruned a child the guest no longer emits");
         pruned.push(format!("{}/{name}", kind.as_str()));
     }

@@ -4,6 +4,8 @@
 pub mod apply;
 mod reconcile;
 pub mod status;
+mod uptodate;
+mod watches;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -11,22 +13,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::ListParams;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{WatchStreamExt, predicates, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
-use serde::de::DeserializeOwned;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 pub use reconcile::reconcile;
 
-use crate::consts::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::crd::AppService;
 use crate::guest;
 use crate::metrics::Metrics;
@@ -34,6 +32,7 @@ use crate::server::Readiness;
 use crate::swap;
 use crate::{Error, Result, error_chain};
 use apply::Children;
+use watches::SyncTracker;
 
 /// First retry delay after a failed reconcile; doubled on each further failure.
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
@@ -153,16 +152,6 @@ pub fn guest_error_kind(error: &guest::Error) -> (&'static str, &'static str) {
     (error.kind(), reason)
 }
 
-fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
 /// Runs the controller until `shutdown` completes, then finishes the reconciliations in flight.
 ///
 /// `readiness` is marked synced once every watch has listed its objects. Every AppService is
@@ -176,24 +165,21 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> Result<()> {
     let ns = config.namespace.as_deref();
-    let apps: Api<AppService> = api(&client, ns);
+    let apps: Api<AppService> = watches::api(&client, ns);
     apps.list(&ListParams::default().limit(1))
         .await
         .map_err(Error::CrdNotInstalled)?;
 
-    let (app_store, app_writer) = reflector::store();
-    let app_stream = watcher(apps, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .reflect(app_writer)
-        .applied_objects()
-        // NB: status writes do not bump the generation; without this filter every status write
-        // would trigger another reconcile.
-        .predicate_filter(predicates::generation, Default::default());
-    let (deployments, deployment_stream) = child_watch::<Deployment>(&client, ns);
-    let (services, service_stream) = child_watch::<Service>(&client, ns);
+    let tracker = SyncTracker::new(&["appservices", "deployments", "services"], readiness);
+    let (app_store, app_stream) = watches::apps(&client, ns, tracker.clone());
+    let (deployments, deployment_stream) =
+        watches::children::<Deployment>(&client, ns, tracker.clone(), "deployments");
+    let (services, service_stream) =
+        watches::children::<Service>(&client, ns, tracker.clone(), "services");
     let children = Children {
-        deployments: deployments.clone(),
-        services: services.clone(),
+        deployments,
+        services,
+        last_applied: Arc::default(),
     };
     let recorder = Recorder::new(
         client.clone(),
@@ -205,7 +191,6 @@ pub async fn run(
     let concurrency = config.concurrency;
     let guests = guests.into();
     let swapped = guests.take_trigger();
-    let (synced_tx, synced) = watch::channel(false);
     let ctx = Arc::new(Context {
         client,
         guests,
@@ -214,23 +199,7 @@ pub async fn run(
         children,
         config,
         failures: Mutex::default(),
-        synced,
-    });
-
-    // NB: this task is the only waiter on the stores: a kube-runtime Store wakes only the last
-    // task that waited on it, so reconciles wait on `synced` instead.
-    let apps_listed = app_store.clone();
-    tokio::spawn(async move {
-        let ready = futures::future::try_join3(
-            apps_listed.wait_until_ready(),
-            deployments.wait_until_ready(),
-            services.wait_until_ready(),
-        );
-        if ready.await.is_ok() {
-            info!("caches synced");
-            readiness.caches_synced();
-            let _ = synced_tx.send(true);
-        }
+        synced: tracker.subscribe(),
     });
 
     info!(concurrency, "controller starting");
@@ -255,31 +224,6 @@ pub async fn run(
         .await;
     info!("controller stopped");
     Ok(())
-}
-
-/// A cache of the operator-managed children of kind `K` and the stream that keeps it, which
-/// also triggers a reconcile of the owner on every change (deletions included).
-fn child_watch<K>(
-    client: &Client,
-    namespace: Option<&str>,
-) -> (
-    reflector::Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
-    K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let (store, writer) = reflector::store();
-    let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
-    let config = watcher::Config::default().labels(&selector).any_semantic();
-    let stream = watcher(api::<K>(client, namespace), config)
-        .default_backoff()
-        // NB: managedFields are most of a cached object's size and the controller never reads them.
-        .modify(|obj| obj.managed_fields_mut().clear())
-        .reflect(writer)
-        .touched_objects();
-    (store, stream)
 }
 
 #[cfg(test)]

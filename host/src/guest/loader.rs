@@ -43,10 +43,10 @@ pub(super) fn compile(
         digest: digest.into(),
         source: e.into(),
     })?;
-    if let Some(path) = path {
-        if let Err(e) = store_artifact(&component, &path) {
-            warn!(digest, path = %path.display(), error = %e, "failed to cache the precompiled guest");
-        }
+    if let Some(path) = path
+        && let Err(e) = store_artifact(&component, &path)
+    {
+        warn!(digest, path = %path.display(), error = %e, "failed to cache the precompiled guest");
     }
     Ok(component)
 }

@@ -4,6 +4,13 @@
 //! digest (or loads it precompiled from the disk cache) and pre-links it into a [`Policy`].
 //! Every [`Policy::render`] runs in a fresh Store and instance, with an epoch deadline, a memory
 //! cap and optional fuel, off the async runtime, and validates the output before returning it.
+//!
+//! ```ignore
+//! let runtime = guest::Runtime::new(guest::Config { cache_dir, ..guest::Config::default() })?;
+//! let policy = runtime.load_default()?; // or runtime.load(&wasm_bytes)?
+//! let desired = policy.render(&app).await?; // guest::Error::kind() for metric labels
+//! let apply = stamp::stamp(&app, policy.digest(), desired); // what server-side apply sends
+//! ```
 
 mod bindings;
 mod engine;
@@ -96,7 +103,9 @@ struct Shared {
     config: Config,
     limits: Limits,
     permits: Arc<Semaphore>,
-    policies: Mutex<HashMap<String, Policy>>,
+    /// Loaded guests by digest. NB: it holds `Loaded`, not `Policy`, which would keep the
+    /// runtime alive through a cycle; guests stay loaded for the runtime's lifetime.
+    loaded: Mutex<HashMap<String, Arc<Loaded>>>,
 }
 
 impl Runtime {
@@ -125,14 +134,14 @@ impl Runtime {
             fuel: config.fuel,
         };
         let permits = Arc::new(Semaphore::new(engine::MAX_INSTANCES as usize));
-        let policies = Mutex::default();
+        let loaded = Mutex::default();
         Ok(Self {
             shared: Arc::new(Shared {
                 engine,
                 config,
                 limits,
                 permits,
-                policies,
+                loaded,
             }),
         })
     }
@@ -147,8 +156,11 @@ impl Runtime {
     /// `spawn_blocking`.
     pub fn load(&self, wasm: &[u8]) -> Result<Policy, Error> {
         let digest = loader::digest(wasm);
-        if let Some(policy) = self.cached(&digest) {
-            return Ok(policy);
+        if let Some(loaded) = self.cached(&digest) {
+            return Ok(Policy {
+                runtime: self.clone(),
+                loaded,
+            });
         }
         let engine = &self.shared.engine;
         let component = loader::compile(
@@ -159,16 +171,16 @@ impl Runtime {
         )?;
         let pre = loader::link(engine, &component, &digest)?;
         let inspection = inspect::inspect(engine, &component, &digest, wasm.len());
-        let policy = Policy {
+        let loaded = Arc::new(Loaded {
+            digest: digest.as_str().into(),
+            pre,
+            inspection,
+        });
+        self.lock().insert(digest, loaded.clone());
+        Ok(Policy {
             runtime: self.clone(),
-            loaded: Arc::new(Loaded {
-                digest: digest.as_str().into(),
-                pre,
-                inspection,
-            }),
-        };
-        self.lock().insert(digest, policy.clone());
-        Ok(policy)
+            loaded,
+        })
     }
 
     /// Loads the embedded [`default_guest`].
@@ -179,8 +191,8 @@ impl Runtime {
     /// Describes a component without requiring it to implement the contract.
     pub fn inspect(&self, wasm: &[u8]) -> Result<Inspection, Error> {
         let digest = loader::digest(wasm);
-        if let Some(policy) = self.cached(&digest) {
-            return Ok(policy.inspect().clone());
+        if let Some(loaded) = self.cached(&digest) {
+            return Ok(loaded.inspection.clone());
         }
         let engine = &self.shared.engine;
         let component = loader::compile(
@@ -192,14 +204,14 @@ impl Runtime {
         Ok(inspect::inspect(engine, &component, &digest, wasm.len()))
     }
 
-    fn cached(&self, digest: &str) -> Option<Policy> {
+    fn cached(&self, digest: &str) -> Option<Arc<Loaded>> {
         self.lock().get(digest).cloned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Policy>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Loaded>>> {
         // NB: the map is only read and inserted into; a panic elsewhere cannot leave it torn.
         self.shared
-            .policies
+            .loaded
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -254,28 +266,60 @@ impl Policy {
         self.render_input(&bindings::to_input(app))
     }
 
+    /// For benchmarks only: one fresh-Store guest call without output validation, returning
+    /// the number of objects. Not part of the API.
+    #[doc(hidden)]
+    pub fn bench_call(&self, app: &AppService) -> Result<usize, Error> {
+        Ok(self
+            .call(&bindings::to_input(app))?
+            .map_or(0, |objects| objects.len()))
+    }
+
     fn render_input(
         &self,
         input: &bindings::types::AppService,
     ) -> Result<Vec<DesiredObject>, Error> {
-        let shared = &self.runtime.shared;
-        let raw = store::call(
-            &shared.engine,
-            &self.loaded.pre,
-            &shared.limits,
-            &self.loaded.digest,
-            input,
-        )?
-        .map_err(|e| Error::Policy(e.into()))?;
+        let raw = self.call(input)?.map_err(|e| Error::Policy(e.into()))?;
+        let config = &self.runtime.shared.config;
         let rules = validate::Rules {
-            allowed_kinds: &shared.config.allowed_kinds,
+            allowed_kinds: &config.allowed_kinds,
             namespace: input
                 .metadata
                 .namespace
                 .as_deref()
                 .unwrap_or(crate::consts::DEFAULT_NAMESPACE),
-            max_output_bytes: shared.config.max_output_bytes,
+            max_output_bytes: config.max_output_bytes,
         };
         Ok(validate::validate(raw, &rules)?)
+    }
+
+    fn call(&self, input: &bindings::types::AppService) -> Result<store::Output, Error> {
+        let shared = &self.runtime.shared;
+        store::call(
+            &shared.engine,
+            &self.loaded.pre,
+            &shared.limits,
+            &self.loaded.digest,
+            input,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropping_runtime_and_policies_frees_the_engine() {
+        let runtime = Runtime::new(Config::default()).expect("default config is valid");
+        let policy = runtime.load_default().expect("the default guest loads");
+        let weak = runtime.shared.engine.weak();
+        drop(runtime);
+        assert!(weak.upgrade().is_some(), "a policy keeps its runtime");
+        drop(policy);
+        assert!(
+            weak.upgrade().is_none(),
+            "no cycle keeps the engine (and its ticker) alive"
+        );
     }
 }

@@ -35,6 +35,9 @@ pub(super) struct State {
     last_error: Option<String>,
 }
 
+/// What `render` returned: objects, or the guest's refusal.
+pub(super) type Output = Result<Vec<DesiredObject>, types::PolicyError>;
+
 /// Instantiates the guest in a fresh Store and calls `render`.
 pub(super) fn call(
     engine: &Engine,
@@ -42,7 +45,7 @@ pub(super) fn call(
     limits: &Limits,
     digest: &Arc<str>,
     input: &types::AppService,
-) -> Result<Result<Vec<DesiredObject>, types::PolicyError>, Error> {
+) -> Result<Output, Error> {
     let state = State {
         digest: digest.clone(),
         memory_limit: limits.memory_limit,

@@ -39,6 +39,7 @@ fn children(deployments: Vec<Deployment>, services: Vec<Service>) -> Children {
     Children {
         deployments: dw.as_reader(),
         services: sw.as_reader(),
+        last_applied: Default::default(),
     }
 }
 

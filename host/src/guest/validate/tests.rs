@@ -50,7 +50,8 @@ fn accepts_own_namespace_labels_and_annotations() {
 
 #[test]
 fn rejects_each_violation() {
-    let cases: Vec<(bindings::DesiredObject, fn(&Violation) -> bool)> = vec![
+    type Expect = fn(&Violation) -> bool;
+    let cases: Vec<(bindings::DesiredObject, Expect)> = vec![
         (raw("ClusterRole", "a", "{}"), |v| {
             matches!(v, Violation::Kind { .. })
         }),

@@ -1,0 +1,145 @@
+//! The controller's watches: AppServices, and the Deployments and Services it manages, each
+//! feeding a cache and the reconcile triggers, and reporting when all have listed once.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, TryStreamExt};
+use k8s_openapi::NamespaceResourceScope;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tracing::info;
+
+use crate::consts::{LABEL_MANAGED_BY, MANAGED_BY};
+use crate::crd::AppService;
+use crate::server::Readiness;
+
+/// Records which watches have listed their objects once; when all have, marks the operator's
+/// readiness and flips the `synced` flag reconciles wait on.
+///
+/// NB: this reads the watch streams instead of `Store::wait_until_ready`, because a kube-runtime
+/// Store wakes only the last task that waited on it, and the controller itself waits on the
+/// AppService store.
+pub struct SyncTracker {
+    pending: Mutex<BTreeSet<&'static str>>,
+    synced: watch::Sender<bool>,
+    readiness: Arc<Readiness>,
+}
+
+impl SyncTracker {
+    /// A tracker of the watches named in `watches`.
+    pub fn new(watches: &[&'static str], readiness: Arc<Readiness>) -> Arc<Self> {
+        Arc::new(Self {
+            pending: Mutex::new(watches.iter().copied().collect()),
+            synced: watch::Sender::new(false),
+            readiness,
+        })
+    }
+
+    /// A receiver that becomes `true` once every watch has listed.
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.synced.subscribe()
+    }
+
+    fn listed(&self, name: &'static str) {
+        let mut pending = self
+            .pending
+            .lock()
+            .expect("sync tracker lock is never poisoned");
+        if pending.remove(name) && pending.is_empty() {
+            info!("caches synced");
+            self.readiness.caches_synced();
+            self.synced.send_replace(true);
+        }
+    }
+}
+
+/// The namespace's (or all namespaces') `K`s.
+pub fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// The AppService cache and the stream of AppServices whose generation changed.
+pub fn apps(
+    client: &Client,
+    namespace: Option<&str>,
+    tracker: Arc<SyncTracker>,
+) -> (
+    Store<AppService>,
+    impl Stream<Item = Result<AppService, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let config = watcher::Config::default().any_semantic();
+    let stream = watcher(api::<AppService>(client, namespace), config)
+        .default_backoff()
+        .reflect(writer)
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                tracker.listed("appservices");
+            }
+        })
+        .applied_objects()
+        // NB: status writes do not bump the generation; without this filter every status write
+        // would trigger another reconcile.
+        .predicate_filter(predicates::generation, Default::default());
+    (store, stream)
+}
+
+/// A cache of the operator-managed children of kind `K` and the stream that keeps it, which
+/// also triggers a reconcile of the owner on every change (deletions included).
+pub fn children<K>(
+    client: &Client,
+    namespace: Option<&str>,
+    tracker: Arc<SyncTracker>,
+    name: &'static str,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
+    let config = watcher::Config::default().labels(&selector).any_semantic();
+    let stream = watcher(api::<K>(client, namespace), config)
+        .default_backoff()
+        // NB: managedFields are most of a cached object's size and the controller never reads them.
+        .modify(|obj| obj.managed_fields_mut().clear())
+        .reflect(writer)
+        .inspect_ok(move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                tracker.listed(name);
+            }
+        })
+        .touched_objects();
+    (store, stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_only_once_every_watch_listed() {
+        let readiness = Arc::new(Readiness::default());
+        readiness.guest_loaded();
+        let tracker = SyncTracker::new(&["a", "b"], readiness.clone());
+        let synced = tracker.subscribe();
+        tracker.listed("a");
+        tracker.listed("a");
+        assert!(!readiness.is_ready() && !*synced.borrow());
+        tracker.listed("b");
+        assert!(readiness.is_ready() && *synced.borrow());
+    }
+}

@@ -1,0 +1,95 @@
+//! Reading the operator's Prometheus text output: counters and histogram quantiles.
+
+/// The value of every sample of `name` (summed over labels) whose label text contains `filter`.
+pub fn sum(text: &str, name: &str, filter: &str) -> f64 {
+    samples(text, name)
+        .filter(|(labels, _)| labels.contains(filter))
+        .fold(0.0, |total, (_, v)| total + v)
+}
+
+/// `q`-quantile of histogram `name`, interpolated linearly inside the bucket like PromQL's
+/// `histogram_quantile`. `None` without observations.
+pub fn quantile(text: &str, name: &str, q: f64) -> Option<f64> {
+    let bucket = format!("{name}_bucket");
+    let mut buckets: Vec<(f64, f64)> = samples(text, &bucket)
+        .filter_map(|(labels, count)| {
+            let le = labels.split("le=\"").nth(1)?.split('"').next()?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, count))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last()?.1;
+    if total == 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for (le, count) in buckets {
+        if count >= rank {
+            if le.is_infinite() {
+                return Some(lower);
+            }
+            let share = if count > below {
+                (rank - below) / (count - below)
+            } else {
+                1.0
+            };
+            return Some(lower + (le - lower) * share);
+        }
+        (lower, below) = (le, count);
+    }
+    None
+}
+
+/// `(label text, value)` of each sample of metric `name`.
+fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+    text.lines().filter_map(move |line| {
+        let rest = line.strip_prefix(name)?;
+        let (labels, value) = match rest.strip_prefix('{') {
+            Some(rest) => {
+                let (labels, value) = rest.split_once("} ")?;
+                (labels, value)
+            }
+            None => ("", rest.strip_prefix(' ')?),
+        };
+        Some((labels, value.split_whitespace().next()?.parse().ok()?))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "\
+# TYPE x_seconds histogram
+x_seconds_sum 3.0
+x_seconds_count 10
+x_seconds_bucket{le=\"0.1\"} 0
+x_seconds_bucket{le=\"1.0\"} 5
+x_seconds_bucket{le=\"2.0\"} 10
+x_seconds_bucket{le=\"+Inf\"} 10
+req_total{method=\"GET\"} 7
+req_total{method=\"PATCH\"} 3
+plain 4
+";
+
+    #[test]
+    fn quantiles_interpolate_inside_buckets() {
+        assert_eq!(quantile(TEXT, "x_seconds", 0.5), Some(1.0));
+        assert_eq!(quantile(TEXT, "x_seconds", 0.25), Some(0.55));
+        assert_eq!(quantile(TEXT, "x_seconds", 0.99), Some(1.98));
+        assert_eq!(quantile(TEXT, "nothing", 0.5), None);
+    }
+
+    #[test]
+    fn counters_sum_over_matching_labels() {
+        assert_eq!(sum(TEXT, "req_total", ""), 10.0);
+        assert_eq!(sum(TEXT, "req_total", "PATCH"), 3.0);
+        assert_eq!(sum(TEXT, "plain", ""), 4.0);
+    }
+}

@@ -1,0 +1,153 @@
+//! The swap phase: with every AppService Ready, the example `tiered` guest is written into the
+//! guest ConfigMap; measured is the time until every AppService's Deployment and Service carry
+//! the new guest's digest (re-applied through it) and its status names it, and how many
+//! reconciles failed meanwhile.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP, GUEST_KEY};
+use app_operator::crd::AppService;
+use app_operator::guest;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::{ObjectMeta, PostParams};
+use kube::runtime::reflector::Store;
+use kube::{Api, Client, Resource, ResourceExt};
+
+use crate::{Args, Operator, http_get, prom, watch};
+
+/// What the swap phase measured.
+pub struct Swap {
+    /// The new guest.
+    digest: String,
+    /// From the ConfigMap write until every Deployment and Service carries the new digest.
+    children: Duration,
+    /// From the ConfigMap write until every AppService's status names the new digest.
+    status: Duration,
+    /// Reconciles that failed between the write and the end.
+    failures: u64,
+    /// Reconciles run between the write and the end.
+    reconciles: u64,
+    /// Operator peak RSS after the swap (both guests resident), KiB.
+    peak_rss_kib: u64,
+}
+
+impl Swap {
+    /// Prints the figures, `count` being the number of AppServices.
+    pub fn print(&self, count: usize) {
+        println!("guest swap (ConfigMap write of the tiered guest {}):", self.digest);
+        println!(
+            "  all {count} re-applied     {:>8.1} s  (every Deployment and Service carries the new digest)",
+            self.children.as_secs_f64()
+        );
+        println!(
+            "  all statuses updated   {:>8.1} s",
+            self.status.as_secs_f64()
+        );
+        println!(
+            "  reconciles meanwhile   {:>8}   ({} failed)",
+            self.reconciles, self.failures
+        );
+        println!(
+            "  peak RSS after swap    {:>8.1} MiB",
+            self.peak_rss_kib as f64 / 1024.0
+        );
+    }
+}
+
+/// Writes the tiered guest into the guest ConfigMap of `ns` and waits for it to reach every
+/// AppService.
+pub async fn run(
+    client: &Client,
+    args: &Args,
+    ns: &str,
+    operator: &mut Operator,
+) -> anyhow::Result<Swap> {
+    let wasm = app_operator::testing::tiered_guest();
+    let digest = guest::Runtime::new(guest::Config::default())?
+        .load(wasm)?
+        .digest()
+        .to_owned();
+    let apps = watch::<AppService>(client, ns);
+    let deployments = watch::<Deployment>(client, ns);
+    let services = watch::<Service>(client, ns);
+    for ready in [
+        apps.wait_until_ready().await,
+        deployments.wait_until_ready().await,
+        services.wait_until_ready().await,
+    ] {
+        ready?;
+    }
+    let before = counters(&args.metrics_addr).await?;
+    let count = apps.state().len();
+
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(GUEST_CONFIGMAP.to_owned()),
+            ..ObjectMeta::default()
+        },
+        binary_data: Some(BTreeMap::from([(
+            GUEST_KEY.to_owned(),
+            ByteString(wasm.to_vec()),
+        )])),
+        ..ConfigMap::default()
+    };
+    let started = Instant::now();
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &cm)
+        .await?;
+
+    let deadline = started + Duration::from_secs(args.timeout_secs);
+    let (mut children, mut status) = (None, None);
+    while children.is_none() || status.is_none() {
+        operator.check_alive()?;
+        let carried = carrying(&deployments, &digest).min(carrying(&services, &digest));
+        let reported = apps
+            .state()
+            .iter()
+            .filter(|a| {
+                a.status.as_ref().and_then(|s| s.guest_digest.as_deref()) == Some(&digest)
+            })
+            .count();
+        if children.is_none() && carried == count {
+            children = Some(started.elapsed());
+        }
+        if status.is_none() && reported == count {
+            status = Some(started.elapsed());
+        }
+        if Instant::now() > deadline {
+            bail!("swap timed out: {carried}/{count} children re-applied, {reported}/{count} statuses");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = counters(&args.metrics_addr).await?;
+    Ok(Swap {
+        digest,
+        children: children.expect("loop ends when set"),
+        status: status.expect("loop ends when set"),
+        failures: after.1 - before.1,
+        reconciles: after.0 - before.0,
+        peak_rss_kib: operator.peak_rss_kib()?,
+    })
+}
+
+/// How many objects in `store` carry guest digest `digest`.
+fn carrying<K: Resource<DynamicType = ()> + Clone + 'static>(store: &Store<K>, digest: &str) -> usize {
+    store
+        .state()
+        .iter()
+        .filter(|o| o.annotations().get(ANNOTATION_GUEST_DIGEST).map(String::as_str) == Some(digest))
+        .count()
+}
+
+/// `(reconciles, failed reconciles)` from the operator's metrics.
+async fn counters(metrics_addr: &str) -> anyhow::Result<(u64, u64)> {
+    let text = http_get(metrics_addr, "/metrics").await?;
+    Ok((
+        prom::sum(&text, "app_operator_reconciles_total", "") as u64,
+        prom::sum(&text, "app_operator_reconcile_errors_total", "") as u64,
+    ))
+}

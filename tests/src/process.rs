@@ -1,0 +1,217 @@
+//! The operator as a user runs it: the `app-operator` binary in a child process, with its own
+//! flags, kubeconfig, log file and probe and metrics ports.
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use crate::wait;
+
+/// The `app-operator` binary next to the running test (`<target>/<profile>/app-operator`).
+///
+/// `cargo test --workspace` (what `make test` runs) builds it, since the host crate has
+/// integration tests. Fails, saying how to build it, when it is missing or older than a source
+/// it is built from, so a test never runs a stale operator.
+pub fn binary() -> anyhow::Result<PathBuf> {
+    // NB: the test executable is <target>/<profile>/deps/<name>-<hash>.
+    let exe = std::env::current_exe().context("failed to locate the test executable")?;
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("the test executable is not in <target>/<profile>/deps")?;
+    let binary = profile_dir.join("app-operator");
+    let release = if profile_dir.ends_with("release") {
+        " --release"
+    } else {
+        ""
+    };
+    let hint = format!("build it with `cargo build{release} -p app-operator` (or run `make test`)");
+    let built = std::fs::metadata(&binary)
+        .and_then(|m| m.modified())
+        .with_context(|| format!("no operator binary at {}; {hint}", binary.display()))?;
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for dir in ["host/src", "host/build.rs", "guest/src", "wit"] {
+        if let Some(newer) = newer_than(&root.join(dir), built)? {
+            bail!(
+                "{} is older than {}; {hint}",
+                binary.display(),
+                newer.display()
+            );
+        }
+    }
+    Ok(binary)
+}
+
+/// The first file under `path` modified after `time`, if any.
+fn newer_than(path: &Path, time: std::time::SystemTime) -> anyhow::Result<Option<PathBuf>> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("failed to stat {}", path.display()))?;
+    if meta.is_file() {
+        return Ok((meta.modified()? > time).then(|| path.to_owned()));
+    }
+    for entry in std::fs::read_dir(path)? {
+        if let Some(newer) = newer_than(&entry?.path(), time)? {
+            return Ok(Some(newer));
+        }
+    }
+    Ok(None)
+}
+
+/// A free TCP port on 127.0.0.1 (free when this returns; good enough for tests).
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0").context("failed to find a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// A running `app-operator run`. Dropping it kills the process.
+pub struct OperatorProcess {
+    child: Child,
+    /// Address of `/healthz` and `/readyz`.
+    pub probe_addr: SocketAddr,
+    /// Address of `/metrics`.
+    pub metrics_addr: SocketAddr,
+    /// The process's stdout and stderr.
+    pub log: PathBuf,
+}
+
+impl OperatorProcess {
+    /// Starts `app-operator run <args>` with `kubeconfig`, free probe and metrics ports, and its
+    /// output in `<log_dir>/<name>.log`. `RUST_LOG` is passed through.
+    pub fn start(
+        name: &str,
+        kubeconfig: &Path,
+        args: &[&str],
+        log_dir: &Path,
+    ) -> anyhow::Result<Self> {
+        let binary = binary()?;
+        let probe_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        let metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+        std::fs::create_dir_all(log_dir)?;
+        let log = log_dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log)
+            .with_context(|| format!("failed to create {}", log.display()))?;
+        let child = Command::new(&binary)
+            .arg("run")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .arg("--probe-addr")
+            .arg(probe_addr.to_string())
+            .arg("--metrics-addr")
+            .arg(metrics_addr.to_string())
+            // NB: the operator must not pick up the tests' own variables (e.g. POD_NAME).
+            .env_remove("POD_NAME")
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("failed to start {}", binary.display()))?;
+        Ok(Self {
+            child,
+            probe_addr,
+            metrics_addr,
+            log,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// GETs `path` from the probe endpoint: `(status code, body)`, or `None` when it does not
+    /// answer (yet).
+    pub fn probe(&self, path: &str) -> Option<(u16, String)> {
+        http_get(self.probe_addr, path)
+    }
+
+    /// The value of the metric sample `name` (e.g. `app_operator_reconciles_total`), if exposed.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let (_, body) = http_get(self.metrics_addr, "/metrics")?;
+        body.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+    }
+
+    /// Waits until `/readyz` answers 200 with a body ending in `state` (`ready` or `standby`).
+    pub async fn wait_readyz(&mut self, state: &str) -> anyhow::Result<()> {
+        let what = format!(
+            "operator /readyz to say {state} (log: {})",
+            self.log.display()
+        );
+        let probe_addr = self.probe_addr;
+        let log = self.log.clone();
+        let child = &mut self.child;
+        wait::until(&what, Duration::from_secs(60), || {
+            let exited = child.try_wait();
+            let probed = http_get(probe_addr, "/readyz");
+            let log = log.clone();
+            async move {
+                if let Some(status) = exited? {
+                    let text = std::fs::read_to_string(&log).unwrap_or_default();
+                    let tail: Vec<_> = text.lines().rev().take(5).collect();
+                    let tail: Vec<_> = tail.into_iter().rev().collect();
+                    bail!(
+                        "the operator exited ({status}); its log ends:\n{}",
+                        tail.join("\n")
+                    );
+                }
+                Ok(probed.filter(|(code, body)| *code == 200 && body.ends_with(state)))
+            }
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// The last `lines` lines of the log, for failure messages.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<_> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Kills the process at once (SIGKILL), as a crash would: nothing is released.
+    pub fn kill(&mut self) -> anyhow::Result<()> {
+        self.child.kill().context("failed to kill the operator")?;
+        self.child.wait()?;
+        Ok(())
+    }
+
+    /// Sends SIGTERM and waits up to 30 s for the process to exit; returns whether it exited 0.
+    pub async fn terminate(&mut self) -> anyhow::Result<bool> {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status()?;
+        let status = wait::until("the operator to exit", Duration::from_secs(30), || {
+            let exited = self.child.try_wait();
+            async move { Ok(exited?) }
+        })
+        .await?;
+        Ok(status.success())
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain HTTP/1.1 GET on a loopback address: `(status code, body)`.
+fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let code = response.get(9..12)?.parse().ok()?;
+    let body = response.split_once("\r\n\r\n")?.1.trim().to_owned();
+    Some((code, body))
+}

@@ -1,0 +1,125 @@
+//! High availability, proved: two operator processes with leader election against the local
+//! control plane; only the Lease holder reconciles, and when it is killed the standby takes over
+//! and converges the changes made meanwhile.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use app_operator::consts::LEADER_LEASE;
+use app_operator::crd::AppService;
+use app_operator_e2e::appservice::{create, sample_named, wait_deployment, wait_ready};
+use app_operator_e2e::cluster::kubeconfig_path;
+use app_operator_e2e::operator::install_crd;
+use app_operator_e2e::process::OperatorProcess;
+use app_operator_e2e::{TestNamespace, client, wait};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+/// Lease duration the two replicas use: short, so the test is quick.
+const LEASE_SECS: u64 = 6;
+
+async fn holder(leases: &Api<Lease>) -> anyhow::Result<Option<String>> {
+    Ok(leases
+        .get_opt(LEADER_LEASE)
+        .await?
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity))
+}
+
+#[tokio::test]
+async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
+    let client = client().await?;
+    install_crd(&client).await?;
+    let ops = TestNamespace::create(&client, "ha-op").await?;
+    let apps_ns = TestNamespace::create(&client, "ha-apps").await?;
+    let work = std::env::temp_dir().join(format!("app-operator-ha-{}", ops.name()));
+    let lease = LEASE_SECS.to_string();
+    let args = |identity: &'static str| {
+        vec![
+            "--namespace".to_owned(),
+            apps_ns.name().to_owned(),
+            "--leader-elect".to_owned(),
+            "--leader-elect-namespace".to_owned(),
+            ops.name().to_owned(),
+            "--leader-elect-identity".to_owned(),
+            identity.to_owned(),
+            "--leader-elect-lease-secs".to_owned(),
+            lease.clone(),
+            "--leader-elect-renew-grace-secs".to_owned(),
+            "2".to_owned(),
+        ]
+    };
+    let start = |identity: &'static str| {
+        let args = args(identity);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        OperatorProcess::start(identity, &kubeconfig_path(), &args, &work)
+    };
+
+    let mut first = start("ha-a")?;
+    first.wait_readyz("ready").await?;
+    let mut second = start("ha-b")?;
+    second.wait_readyz("standby").await?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ops.name());
+    assert_eq!(holder(&leases).await?.as_deref(), Some("ha-a"));
+
+    let apps: Api<AppService> = Api::namespaced(client.clone(), apps_ns.name());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), apps_ns.name());
+    create(&client, apps_ns.name(), &sample_named("web")).await?;
+    wait_ready(&apps, "web", "3/3").await?;
+
+    // Only the leader reconciled.
+    let reconciles = "app_operator_reconciles_total";
+    assert!(
+        first.metric(reconciles).unwrap_or(0.0) > 0.0,
+        "the leader did not reconcile"
+    );
+    assert_eq!(
+        second.metric(reconciles),
+        Some(0.0),
+        "the standby reconciled"
+    );
+    assert_eq!(first.metric("app_operator_leader"), Some(1.0));
+    assert_eq!(second.metric("app_operator_leader"), Some(0.0));
+
+    // Kill the leader as a crash would (no release), and change the spec at once.
+    first.kill()?;
+    let killed = Instant::now();
+    let change = json!({"spec": {"image": "nginx:1.27", "replicas": 2}});
+    apps.patch("web", &PatchParams::default(), &Patch::Merge(&change))
+        .await?;
+
+    wait::until(
+        "the standby to take the Lease",
+        Duration::from_secs(LEASE_SECS * 5),
+        || async { Ok((holder(&leases).await?.as_deref() == Some("ha-b")).then_some(())) },
+    )
+    .await
+    .with_context(|| format!("standby log tail:\n{}", second.log_tail(20)))?;
+    let takeover = killed.elapsed();
+    second.wait_readyz("ready").await?;
+    wait_deployment(&deployments, "web", 2, "nginx:1.27").await?;
+    wait_ready(&apps, "web", "2/2").await?;
+    let converged = killed.elapsed();
+    println!(
+        "lease {LEASE_SECS} s: takeover {:.1} s after the kill, change converged after {:.1} s",
+        takeover.as_secs_f64(),
+        converged.as_secs_f64()
+    );
+    // NB: the standby may take the Lease only after it expires, at most LEASE_SECS after the
+    // leader's last renewal; up to 1 s of the crate's random back-off, its API calls and the test's polling get 4 s.
+    assert!(
+        takeover <= Duration::from_secs(LEASE_SECS + 4),
+        "takeover took {takeover:?}, more than the {LEASE_SECS} s lease"
+    );
+    assert!(second.metric(reconciles).unwrap_or(0.0) > 0.0);
+    assert_eq!(second.metric("app_operator_leader"), Some(1.0));
+    assert!(
+        second.terminate().await?,
+        "the new leader did not exit cleanly"
+    );
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
+}
