@@ -131,6 +131,8 @@ impl Metrics {
             "guest_rollbacks",
             "Reconciles that fell back to the last good guest",
             m.guest_rollbacks.clone(),
+        );
+        registry.register(
             "kube_requests",
             "Requests sent to the Kubernetes API server, by method",
             m.kube_requests.clone(),
