@@ -8,8 +8,8 @@ pub mod cluster;
 pub mod kubectl;
 pub mod namespace;
 pub mod operator;
-pub mod swap;
 pub mod process;
+pub mod swap;
 pub mod wait;
 
 pub use cluster::client;

@@ -35,7 +35,8 @@ pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let wasm = super::render::read(&args.guest)?;
     let policy = guest::Runtime::new(guest::Config::default())?.load(&wasm)?;
-    let client = super::run::client(args.kubeconfig.as_ref(), args.context.as_deref(), None).await?;
+    let client =
+        super::run::client(args.kubeconfig.as_ref(), args.context.as_deref(), None).await?;
     let out = plan(&client, &policy, args.namespace.as_deref()).await?;
     print!("{out}");
     Ok(())

@@ -58,7 +58,8 @@ pub async fn exec(args: Args) -> Result<()> {
     if let Some(text) = &args.canary {
         selector::parse(text).map_err(|e| Error::Input(e.to_string()))?;
     }
-    let client = super::run::client(args.kubeconfig.as_ref(), args.context.as_deref(), None).await?;
+    let client =
+        super::run::client(args.kubeconfig.as_ref(), args.context.as_deref(), None).await?;
     let ns = args
         .namespace
         .clone()

@@ -170,7 +170,12 @@ pub async fn exec(args: Args) -> Result<()> {
     telemetry::init(args.log_format);
     let mut registry = metrics::registry();
     let metrics = Metrics::register(&mut registry);
-    let client = client(args.kubeconfig.as_ref(), args.context.as_deref(), Some(&metrics)).await?;
+    let client = client(
+        args.kubeconfig.as_ref(),
+        args.context.as_deref(),
+        Some(&metrics),
+    )
+    .await?;
 
     let leader_gauge = leader::register(&mut registry);
     let readiness = Arc::new(Readiness::default());
@@ -222,7 +227,7 @@ pub async fn exec(args: Args) -> Result<()> {
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
-        let mut source = swap::source::Source::new(
+        let source = swap::source::Source::new(
             client.clone(),
             runtime,
             base,
@@ -240,7 +245,17 @@ pub async fn exec(args: Args) -> Result<()> {
 
     match args.leader.config(&client) {
         Some(election) => {
-            let work = |stop| lead(source, client.clone(), guests, metrics, readiness.clone(), config, stop);
+            let work = |stop| {
+                lead(
+                    source,
+                    client.clone(),
+                    guests,
+                    metrics,
+                    readiness.clone(),
+                    config,
+                    stop,
+                )
+            };
             leader::run(
                 client.clone(),
                 election,

@@ -38,7 +38,10 @@ pub struct Swap {
 impl Swap {
     /// Prints the figures, `count` being the number of AppServices.
     pub fn print(&self, count: usize) {
-        println!("guest swap (ConfigMap write of the tiered guest {}):", self.digest);
+        println!(
+            "guest swap (ConfigMap write of the tiered guest {}):",
+            self.digest
+        );
         println!(
             "  all {count} re-applied     {:>8.1} s  (every Deployment and Service carries the new digest)",
             self.children.as_secs_f64()
@@ -108,9 +111,7 @@ pub async fn run(
         let reported = apps
             .state()
             .iter()
-            .filter(|a| {
-                a.status.as_ref().and_then(|s| s.guest_digest.as_deref()) == Some(&digest)
-            })
+            .filter(|a| a.status.as_ref().and_then(|s| s.guest_digest.as_deref()) == Some(&digest))
             .count();
         if children.is_none() && carried == count {
             children = Some(started.elapsed());
@@ -119,7 +120,9 @@ pub async fn run(
             status = Some(started.elapsed());
         }
         if Instant::now() > deadline {
-            bail!("swap timed out: {carried}/{count} children re-applied, {reported}/{count} statuses");
+            bail!(
+                "swap timed out: {carried}/{count} children re-applied, {reported}/{count} statuses"
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -135,11 +138,19 @@ pub async fn run(
 }
 
 /// How many objects in `store` carry guest digest `digest`.
-fn carrying<K: Resource<DynamicType = ()> + Clone + 'static>(store: &Store<K>, digest: &str) -> usize {
+fn carrying<K: Resource<DynamicType = ()> + Clone + 'static>(
+    store: &Store<K>,
+    digest: &str,
+) -> usize {
     store
         .state()
         .iter()
-        .filter(|o| o.annotations().get(ANNOTATION_GUEST_DIGEST).map(String::as_str) == Some(digest))
+        .filter(|o| {
+            o.annotations()
+                .get(ANNOTATION_GUEST_DIGEST)
+                .map(String::as_str)
+                == Some(digest)
+        })
         .count()
 }
 
