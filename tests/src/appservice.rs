@@ -94,6 +94,17 @@ pub async fn wait_ready(
     .await
 }
 
+/// The container images of Deployment `d`'s pod template, in order.
+pub fn images(d: &Deployment) -> Vec<&str> {
+    d.spec
+        .template
+        .spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter_map(|c| c.image.as_deref())
+        .collect()
+}
+
 /// Waits until Deployment `name` has `replicas` ready replicas of `image`. Returns it.
 pub async fn wait_deployment(
     api: &Api<Deployment>,
@@ -107,18 +118,10 @@ pub async fn wait_deployment(
             return Ok(None);
         };
         let status = d.status.clone().unwrap_or_default();
-        let images: Vec<_> = d
-            .spec
-            .template
-            .spec
-            .iter()
-            .flat_map(|s| &s.containers)
-            .filter_map(|c| c.image.as_deref())
-            .collect();
         let ok = d.spec.replicas == Some(replicas)
             && status.ready_replicas.unwrap_or(0) == replicas
             && status.replicas == Some(replicas)
-            && images == [image];
+            && images(&d) == [image];
         Ok(ok.then_some(d))
     })
     .await

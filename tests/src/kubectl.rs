@@ -11,15 +11,7 @@ use crate::cluster::kubeconfig_path;
 /// Uses `$CP_BIN/kubectl` (the control plane's own build, set by `hack/controlplane/env.sh`)
 /// when present, else `kubectl` from `PATH`.
 pub fn kubectl(args: &[&str]) -> anyhow::Result<String> {
-    let output = command(args)?;
-    if !output.status.success() {
-        bail!(
-            "kubectl {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    kubectl_with_stderr(args).map(|(stdout, _)| stdout)
 }
 
 fn command(args: &[&str]) -> anyhow::Result<std::process::Output> {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use app_operator::cli::push;
+use app_operator::cli::{Connection, push};
 use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP};
 use app_operator::crd::AppService;
 use app_operator::metrics::Metrics;
@@ -112,8 +112,10 @@ pub async fn push(namespace: &str, wasm: &[u8], canary: Option<&str>) -> anyhow:
         configmap: GUEST_CONFIGMAP.to_owned(),
         namespace: Some(namespace.to_owned()),
         wait: 60,
-        kubeconfig: Some(cluster::kubeconfig_path()),
-        context: None,
+        connection: Connection {
+            kubeconfig: Some(cluster::kubeconfig_path()),
+            context: None,
+        },
     };
     push::exec(args)
         .await

@@ -8,7 +8,7 @@ use app_operator::consts::{ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_STATE, GUES
 use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::testing::{hostile_guest, tiered_guest};
-use app_operator_e2e::appservice::{create, sample_named, wait_event};
+use app_operator_e2e::appservice::{create, images, sample_named, wait_event};
 use app_operator_e2e::swap::{SwapOperator, push, wait_digest};
 use app_operator_e2e::{TestNamespace, client};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -242,15 +242,7 @@ async fn a_failing_guest_rolls_back_to_the_last_good_one() -> anyhow::Result<()>
     apps.patch("web", &PatchParams::default(), &Patch::Merge(&change))
         .await?;
     let d = wait_digest(&client, ns.name(), "web", &default).await?;
-    let images: Vec<_> = d
-        .spec
-        .template
-        .spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .filter_map(|c| c.image.clone())
-        .collect();
-    assert_eq!(images, ["nginx:1.27"]);
+    assert_eq!(images(&d), ["nginx:1.27"]);
     let event = wait_event(&client, ns.name(), "web", "GuestRolledBack").await?;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     assert!(operator.metrics.guest_rollbacks.get() >= 1);
@@ -264,19 +256,15 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
     let ns = TestNamespace::create(&client, "swap-plan").await?;
     let _operator = SwapOperator::start(&client, ns.name()).await?;
     create(&client, ns.name(), &sample_named("web")).await?;
-    let before = wait_digest(
+    wait_digest(
         &client,
         ns.name(),
         "web",
         &digest_of(guest::default_guest()),
     )
     .await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = Api::<Deployment>::namespaced(client.clone(), ns.name())
-        .get("web")
-        .await
-        .map(|d| d.resource_version())
-        .unwrap_or(before.resource_version());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let before = fingerprint(&deployments.get("web").await?);
 
     let runtime = guest::Runtime::new(guest::Config::default())?;
     let same = runtime.load_default()?;
@@ -299,13 +287,7 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
         "{out}"
     );
 
-    let after = Api::<Deployment>::namespaced(client.clone(), ns.name())
-        .get("web")
-        .await?;
-    assert_eq!(
-        after.resource_version(),
-        before,
-        "plan wrote to the Deployment"
-    );
+    let after = fingerprint(&deployments.get("web").await?);
+    assert_eq!(after, before, "plan wrote to the Deployment");
     Ok(())
 }

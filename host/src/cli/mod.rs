@@ -1,5 +1,6 @@
 //! Command-line interface: one submodule per subcommand.
 
+mod connect;
 pub mod crd;
 pub mod inspect;
 pub mod plan;
@@ -8,6 +9,8 @@ pub mod render;
 pub mod run;
 
 use clap::{Parser, Subcommand};
+
+pub use connect::Connection;
 
 /// app-operator: AppService in, Deployment and Service out, with the policy in a WebAssembly guest.
 #[derive(Debug, Parser)]

@@ -8,6 +8,7 @@ use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
+use super::Connection;
 use crate::consts::FIELD_MANAGER;
 use crate::crd::AppService;
 use crate::guest::{self, DesiredObject};
@@ -22,12 +23,9 @@ pub struct Args {
     /// Only AppServices in this namespace. Default: all namespaces.
     #[arg(long, short = 'n')]
     pub namespace: Option<String>,
-    /// Kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config.
-    #[arg(long, env = "APP_OPERATOR_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context. Default: the current context.
-    #[arg(long, env = "APP_OPERATOR_CONTEXT")]
-    pub context: Option<String>,
+    /// Which cluster to connect to.
+    #[command(flatten)]
+    pub connection: Connection,
 }
 
 /// Runs the subcommand: prints a unified-style diff per child on stdout, and a summary line.
@@ -35,8 +33,7 @@ pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let wasm = super::render::read(&args.guest)?;
     let policy = guest::Runtime::new(guest::Config::default())?.load(&wasm)?;
-    let client =
-        super::run::client(args.kubeconfig.as_ref(), args.context.as_deref(), None).await?;
+    let client = args.connection.client(None).await?;
     let out = plan(&client, &policy, args.namespace.as_deref()).await?;
     print!("{out}");
     Ok(())

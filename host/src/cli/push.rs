@@ -11,6 +11,7 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
 use sha2::{Digest, Sha256};
 
+use super::Connection;
 use crate::consts::{
     ANNOTATION_CANARY_SELECTOR, ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY,
     ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_PIN, ANNOTATION_GUEST_STATE, CANARY_KEY,
@@ -42,12 +43,9 @@ pub struct Args {
     /// not wait.
     #[arg(long, default_value_t = 30)]
     pub wait: u64,
-    /// Kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config.
-    #[arg(long, env = "APP_OPERATOR_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context. Default: the current context.
-    #[arg(long, env = "APP_OPERATOR_CONTEXT")]
-    pub context: Option<String>,
+    /// Which cluster to connect to.
+    #[command(flatten)]
+    pub connection: Connection,
 }
 
 /// Runs the subcommand.
@@ -58,8 +56,7 @@ pub async fn exec(args: Args) -> Result<()> {
     if let Some(text) = &args.canary {
         selector::parse(text).map_err(|e| Error::Input(e.to_string()))?;
     }
-    let client =
-        super::run::client(args.kubeconfig.as_ref(), args.context.as_deref(), None).await?;
+    let client = args.connection.client(None).await?;
     let ns = args
         .namespace
         .clone()

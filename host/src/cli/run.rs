@@ -8,11 +8,9 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use kube::Client;
-use kube::client::ClientBuilder;
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use tower::util::MapRequestLayer;
 use tracing::info;
 
+use super::Connection;
 use crate::controller;
 use crate::guest;
 use crate::leader;
@@ -25,12 +23,9 @@ use crate::{Error, Result};
 /// Arguments of `app-operator run`. Every flag can also be set from the environment.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config.
-    #[arg(long, env = "APP_OPERATOR_KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context. Default: the current context.
-    #[arg(long, env = "APP_OPERATOR_CONTEXT")]
-    pub context: Option<String>,
+    /// Which cluster to connect to.
+    #[command(flatten)]
+    pub connection: Connection,
     /// Watch only this namespace. Default: all namespaces.
     #[arg(long, short = 'n', env = "APP_OPERATOR_NAMESPACE")]
     pub namespace: Option<String>,
@@ -170,12 +165,7 @@ pub async fn exec(args: Args) -> Result<()> {
     telemetry::init(args.log_format);
     let mut registry = metrics::registry();
     let metrics = Metrics::register(&mut registry);
-    let client = client(
-        args.kubeconfig.as_ref(),
-        args.context.as_deref(),
-        Some(&metrics),
-    )
-    .await?;
+    let client = args.connection.client(Some(&metrics)).await?;
 
     let leader_gauge = leader::register(&mut registry);
     let readiness = Arc::new(Readiness::default());
@@ -305,44 +295,6 @@ async fn lead(
         let _ = source.await;
     }
     Ok(())
-}
-
-/// A client from `kubeconfig` (and `context`), or from the environment's usual sources, that
-/// counts its requests in `metrics` when given.
-pub async fn client(
-    kubeconfig: Option<&PathBuf>,
-    context: Option<&str>,
-    metrics: Option<&Metrics>,
-) -> Result<Client> {
-    let options = KubeConfigOptions {
-        context: context.map(str::to_owned),
-        ..KubeConfigOptions::default()
-    };
-    let config = match kubeconfig {
-        Some(path) => {
-            let file = Kubeconfig::read_from(path).map_err(|e| Error::KubeConfig(Box::new(e)))?;
-            kube::Config::from_custom_kubeconfig(file, &options)
-                .await
-                .map_err(|e| Error::KubeConfig(Box::new(e)))?
-        }
-        None if context.is_some() => kube::Config::from_kubeconfig(&options)
-            .await
-            .map_err(|e| Error::KubeConfig(Box::new(e)))?,
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| Error::KubeConfig(Box::new(e)))?,
-    };
-    let metrics = metrics.cloned();
-    let count = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
-        if let Some(metrics) = &metrics {
-            metrics.kube_request(request.method());
-        }
-        request
-    });
-    Ok(ClientBuilder::try_from(config)
-        .map_err(Error::Client)?
-        .with_layer(&count)
-        .build())
 }
 
 /// Completes on SIGTERM or Ctrl-C.

@@ -1,0 +1,60 @@
+//! Connecting to a cluster: the kubeconfig flags every cluster-facing subcommand shares.
+
+use std::path::PathBuf;
+
+use kube::Client;
+use kube::client::ClientBuilder;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use tower::util::MapRequestLayer;
+
+use crate::metrics::Metrics;
+use crate::{Error, Result};
+
+/// Which cluster to talk to, and as whom.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Connection {
+    /// Kubeconfig file. Default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config.
+    #[arg(long, env = "APP_OPERATOR_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context. Default: the current context.
+    #[arg(long, env = "APP_OPERATOR_CONTEXT")]
+    pub context: Option<String>,
+}
+
+impl Connection {
+    /// A client from `kubeconfig` (and `context`), or from the environment's usual sources, that
+    /// counts its requests in `metrics` when given.
+    pub async fn client(&self, metrics: Option<&Metrics>) -> Result<Client> {
+        let (kubeconfig, context) = (self.kubeconfig.as_ref(), self.context.as_deref());
+        let options = KubeConfigOptions {
+            context: context.map(str::to_owned),
+            ..KubeConfigOptions::default()
+        };
+        let config = match kubeconfig {
+            Some(path) => {
+                let file =
+                    Kubeconfig::read_from(path).map_err(|e| Error::KubeConfig(Box::new(e)))?;
+                kube::Config::from_custom_kubeconfig(file, &options)
+                    .await
+                    .map_err(|e| Error::KubeConfig(Box::new(e)))?
+            }
+            None if context.is_some() => kube::Config::from_kubeconfig(&options)
+                .await
+                .map_err(|e| Error::KubeConfig(Box::new(e)))?,
+            None => kube::Config::infer()
+                .await
+                .map_err(|e| Error::KubeConfig(Box::new(e)))?,
+        };
+        let metrics = metrics.cloned();
+        let count = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
+            if let Some(metrics) = &metrics {
+                metrics.kube_request(request.method());
+            }
+            request
+        });
+        Ok(ClientBuilder::try_from(config)
+            .map_err(Error::Client)?
+            .with_layer(&count)
+            .build())
+    }
+}
