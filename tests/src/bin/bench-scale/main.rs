@@ -187,16 +187,11 @@ async fn measure(
     operator: &mut Operator,
 ) -> anyhow::Result<Run> {
     operator.wait_ready(Duration::from_secs(60)).await?;
-    let app_store = watch::<AppService>(client, ns);
-    let deployments = watch::<Deployment>(client, ns);
-    let services = watch::<Service>(client, ns);
-    for ready in [
-        app_store.wait_until_ready().await,
-        deployments.wait_until_ready().await,
-        services.wait_until_ready().await,
-    ] {
-        ready?;
-    }
+    let Stores {
+        apps: app_store,
+        deployments,
+        services,
+    } = Stores::watch(client, ns).await?;
     let count = apps.len();
     let api: Api<AppService> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
@@ -278,6 +273,28 @@ fn is_ready(app: &AppService) -> bool {
             .conditions
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// The AppServices, Deployments and Services of the bench namespace, as the benchmark sees them.
+struct Stores {
+    apps: Store<AppService>,
+    deployments: Store<Deployment>,
+    services: Store<Service>,
+}
+
+impl Stores {
+    /// Watches the three kinds in `ns` and returns once each store holds its first list.
+    async fn watch(client: &Client, ns: &str) -> anyhow::Result<Self> {
+        let stores = Self {
+            apps: watch(client, ns),
+            deployments: watch(client, ns),
+            services: watch(client, ns),
+        };
+        stores.apps.wait_until_ready().await?;
+        stores.deployments.wait_until_ready().await?;
+        stores.services.wait_until_ready().await?;
+        Ok(stores)
+    }
 }
 
 /// A store of the `K`s in `ns`, kept up to date by a background task.

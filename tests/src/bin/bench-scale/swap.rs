@@ -8,16 +8,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP, GUEST_KEY};
-use app_operator::crd::AppService;
 use app_operator::guest;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::{Args, Operator, http_get, prom, watch};
+use crate::{Args, Operator, Stores, http_get, prom};
 
 /// What the swap phase measured.
 pub struct Swap {
@@ -74,16 +72,11 @@ pub async fn run(
         .load(wasm)?
         .digest()
         .to_owned();
-    let apps = watch::<AppService>(client, ns);
-    let deployments = watch::<Deployment>(client, ns);
-    let services = watch::<Service>(client, ns);
-    for ready in [
-        apps.wait_until_ready().await,
-        deployments.wait_until_ready().await,
-        services.wait_until_ready().await,
-    ] {
-        ready?;
-    }
+    let Stores {
+        apps,
+        deployments,
+        services,
+    } = Stores::watch(client, ns).await?;
     let before = counters(&args.metrics_addr).await?;
     let count = apps.state().len();
 
