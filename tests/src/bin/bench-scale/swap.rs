@@ -21,6 +21,9 @@ use crate::{Args, Operator, Stores, http_get, prom};
 pub struct Swap {
     /// The new guest.
     digest: String,
+    /// From the ConfigMap write until the operator put the guest in force (after its dry run on
+    /// every AppService).
+    activated: Duration,
     /// From the ConfigMap write until every Deployment and Service carries the new digest.
     children: Duration,
     /// From the ConfigMap write until every AppService's status names the new digest.
@@ -39,6 +42,10 @@ impl Swap {
         println!(
             "guest swap (ConfigMap write of the tiered guest {}):",
             self.digest
+        );
+        println!(
+            "  validated and active   {:>8.1} s  (dry run on all {count} AppServices included)",
+            self.activated.as_secs_f64()
         );
         println!(
             "  all {count} re-applied     {:>8.1} s  (every Deployment and Service carries the new digest)",
@@ -97,9 +104,12 @@ pub async fn run(
         .await?;
 
     let deadline = started + Duration::from_secs(args.timeout_secs);
-    let (mut children, mut status) = (None, None);
-    while children.is_none() || status.is_none() {
+    let (mut activated, mut children, mut status) = (None, None, None);
+    while children.is_none() || status.is_none() || activated.is_none() {
         operator.check_alive()?;
+        if activated.is_none() && swaps(&args.metrics_addr).await? >= 1 {
+            activated = Some(started.elapsed());
+        }
         let carried = carrying(&deployments, &digest).min(carrying(&services, &digest));
         let reported = apps
             .state()
@@ -122,6 +132,7 @@ pub async fn run(
     let after = counters(&args.metrics_addr).await?;
     Ok(Swap {
         digest,
+        activated: activated.expect("loop ends when set"),
         children: children.expect("loop ends when set"),
         status: status.expect("loop ends when set"),
         failures: after.1 - before.1,
@@ -145,6 +156,12 @@ fn carrying<K: Resource<DynamicType = ()> + Clone + 'static>(
                 == Some(digest)
         })
         .count()
+}
+
+/// Guest sets the operator has put in force, from its metrics.
+async fn swaps(metrics_addr: &str) -> anyhow::Result<u64> {
+    let text = http_get(metrics_addr, "/metrics").await?;
+    Ok(prom::sum(&text, "app_operator_guest_swaps_total", "") as u64)
 }
 
 /// `(reconciles, failed reconciles)` from the operator's metrics.
