@@ -21,7 +21,7 @@ main() {
   if cp_cluster_running; then
     log "using the running control plane ($KUBECONFIG)"
   else
-    trap 'hack/controlplane/down.sh || true' EXIT
+    trap '"$ROOT/hack/controlplane/down.sh" || true' EXIT
     hack/controlplane/up.sh >/dev/null
   fi
   log "building the operator and the benchmark"

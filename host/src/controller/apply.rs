@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use futures::future;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
@@ -83,8 +84,9 @@ pub async fn apply_all(
     objects: &[DesiredObject],
 ) -> Result<Applied> {
     let ns = app.namespace().unwrap_or_default();
-    let mut applied = Applied::default();
-    for object in &stamp(app, digest, objects.to_vec()) {
+    let stamped = stamp(app, digest, objects.to_vec());
+    // NB: the children are independent objects: apply them at once, not one after another.
+    let results = future::try_join_all(stamped.iter().map(|object| async {
         let kind = ChildKind::of(&object.api_version, &object.kind).ok_or_else(|| {
             Error::UnsupportedKind {
                 api_version: object.api_version.clone(),
@@ -93,23 +95,29 @@ pub async fn apply_all(
         })?;
         let (name, body) = (&object.name, &object.body);
         let last = &children.last_applied;
-        let changed = match kind {
+        let (deployment, changed) = match kind {
             ChildKind::Deployment => {
                 let store = &children.deployments;
                 let (deployment, changed) =
                     apply_one(client, store, last, &ns, kind, name, body).await?;
-                if applied.deployment.is_none() {
-                    applied.deployment = Some(deployment);
-                }
-                changed
+                (Some(deployment), changed)
             }
             ChildKind::Service => {
                 let store = &children.services;
-                apply_one(client, store, last, &ns, kind, name, body)
+                let changed = apply_one(client, store, last, &ns, kind, name, body)
                     .await?
-                    .1
+                    .1;
+                (None, changed)
             }
         };
+        Ok::<_, Error>((kind, name, deployment, changed))
+    }))
+    .await?;
+    let mut applied = Applied::default();
+    for (kind, name, deployment, changed) in results {
+        if applied.deployment.is_none() {
+            applied.deployment = deployment;
+        }
         if changed {
             applied.changed.push(format!("{}/{name}", kind.as_str()));
         }

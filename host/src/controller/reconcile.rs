@@ -84,16 +84,20 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
             return Err(error);
         }
     };
-    if !applied.changed.is_empty() {
-        let note = format!("applied {}", applied.changed.join(", "));
-        info!(changed = ?applied.changed, "applied children");
-        publish(&ctx, &app, EventType::Normal, "Applied", "Apply", note).await;
-    }
+    let event = async {
+        if !applied.changed.is_empty() {
+            let note = format!("applied {}", applied.changed.join(", "));
+            info!(changed = ?applied.changed, "applied children");
+            publish(&ctx, &app, EventType::Normal, "Applied", "Apply", note).await;
+        }
+    };
     let outcome = Outcome::Applied {
         deployment: applied.deployment.as_ref(),
         guest: policy.digest(),
     };
-    write_status(&ctx, &app, &outcome).await?;
+    // NB: the Event and the status are independent writes; send them at once.
+    let ((), status) = tokio::join!(event, write_status(&ctx, &app, &outcome));
+    status?;
     ctx.forget_failures(&app);
     Ok(Action::requeue(ctx.config.resync))
 }

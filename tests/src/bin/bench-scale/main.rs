@@ -142,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
         "  peak RSS               {:>8.1} MiB",
         run.peak_rss_kib as f64 / 1024.0
     );
-    if let Some(swap) = swap {
+    for swap in swap.into_iter().flatten() {
         swap.print(args.count);
     }
     println!("  SIGTERM to exit        {:>8.2} s", shutdown.as_secs_f64());

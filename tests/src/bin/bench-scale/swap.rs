@@ -1,7 +1,13 @@
-//! The swap phase: with every AppService Ready, the example `tiered` guest is written into the
-//! guest ConfigMap; measured is the time until every AppService's Deployment and Service carry
-//! the new guest's digest (re-applied through it) and its status names it, and how many
-//! reconciles failed meanwhile.
+//! The swap phase: with every AppService Ready, a new guest is written into the guest ConfigMap;
+//! measured is the time until the operator put it in force, until every AppService's Deployment
+//! and Service carry the new guest's digest (re-applied through it) and its status names it, and
+//! how many reconciles failed meanwhile. Two swaps, one after the other:
+//!
+//! 1. *metadata only*: the default guest with a custom section appended (a new digest, the same
+//!    output), so only the digest annotations change and no Deployment rolls out: the operator's
+//!    own re-apply rate;
+//! 2. *rollout*: the example `tiered` guest, which changes every pod template, so each
+//!    Deployment also rolls out (new ReplicaSet, new pod) while the operator re-applies.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -11,14 +17,16 @@ use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP, GUEST_KEY};
 use app_operator::guest;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::{Args, Operator, Stores, http_get, prom};
 
-/// What the swap phase measured.
+/// What one swap measured.
 pub struct Swap {
+    /// Which swap.
+    what: &'static str,
     /// The new guest.
     digest: String,
     /// From the ConfigMap write until the operator put the guest in force (after its dry run on
@@ -39,10 +47,7 @@ pub struct Swap {
 impl Swap {
     /// Prints the figures, `count` being the number of AppServices.
     pub fn print(&self, count: usize) {
-        println!(
-            "guest swap (ConfigMap write of the tiered guest {}):",
-            self.digest
-        );
+        println!("guest swap, {} ({}):", self.what, self.digest);
         println!(
             "  validated and active   {:>8.1} s  (dry run on all {count} AppServices included)",
             self.activated.as_secs_f64()
@@ -66,15 +71,53 @@ impl Swap {
     }
 }
 
-/// Writes the tiered guest into the guest ConfigMap of `ns` and waits for it to reach every
-/// AppService.
+/// Both swaps, one after the other.
 pub async fn run(
     client: &Client,
     args: &Args,
     ns: &str,
     operator: &mut Operator,
+) -> anyhow::Result<Vec<Swap>> {
+    let same_output = with_custom_section(guest::default_guest(), b"bench-scale");
+    let metadata = swap(client, args, ns, operator, "metadata only", &same_output).await?;
+    let tiered = app_operator::testing::tiered_guest();
+    let rollout = swap(client, args, ns, operator, "rollout", tiered).await?;
+    Ok(vec![metadata, rollout])
+}
+
+/// `wasm` with a custom section (id 0) named `name` appended: a component that behaves the same
+/// under another digest.
+fn with_custom_section(wasm: &[u8], name: &[u8]) -> Vec<u8> {
+    fn leb128(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut payload = Vec::new();
+    leb128(name.len(), &mut payload);
+    payload.extend_from_slice(name);
+    let mut out = wasm.to_vec();
+    out.push(0);
+    leb128(payload.len(), &mut out);
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Writes `wasm` into the guest ConfigMap of `ns` and waits for it to reach every AppService.
+async fn swap(
+    client: &Client,
+    args: &Args,
+    ns: &str,
+    operator: &mut Operator,
+    what: &'static str,
+    wasm: &[u8],
 ) -> anyhow::Result<Swap> {
-    let wasm = app_operator::testing::tiered_guest();
     let digest = guest::Runtime::new(guest::Config::default())?
         .load(wasm)?
         .digest()
@@ -85,6 +128,7 @@ pub async fn run(
         services,
     } = Stores::watch(client, ns).await?;
     let before = counters(&args.metrics_addr).await?;
+    let swaps_before = swaps(&args.metrics_addr).await?;
     let count = apps.state().len();
 
     let cm = ConfigMap {
@@ -98,16 +142,17 @@ pub async fn run(
         )])),
         ..ConfigMap::default()
     };
+    let params = PatchParams::apply("bench-scale").force();
     let started = Instant::now();
     Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &cm)
+        .patch(GUEST_CONFIGMAP, &params, &Patch::Apply(&cm))
         .await?;
 
     let deadline = started + Duration::from_secs(args.timeout_secs);
     let (mut activated, mut children, mut status) = (None, None, None);
     while children.is_none() || status.is_none() || activated.is_none() {
         operator.check_alive()?;
-        if activated.is_none() && swaps(&args.metrics_addr).await? >= 1 {
+        if activated.is_none() && swaps(&args.metrics_addr).await? > swaps_before {
             activated = Some(started.elapsed());
         }
         let carried = carrying(&deployments, &digest).min(carrying(&services, &digest));
@@ -131,6 +176,7 @@ pub async fn run(
     }
     let after = counters(&args.metrics_addr).await?;
     Ok(Swap {
+        what,
         digest,
         activated: activated.expect("loop ends when set"),
         children: children.expect("loop ends when set"),
