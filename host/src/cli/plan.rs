@@ -73,11 +73,8 @@ pub async fn plan(
             let (live, planned) = compare(client, &ns, object).await?;
             if live != planned {
                 changed += 1;
-                out.push_str(&format!(
-                    "--- live {}/{} {ns}\n+++ planned\n",
-                    object.kind, object.name
-                ));
-                out.push_str(&diff(&live, &planned));
+                let title = format!("live {}/{} {ns}", object.kind, object.name);
+                out.push_str(&diff(&live, &planned, &title));
             }
         }
     }
@@ -134,33 +131,14 @@ fn comparable(object: DynamicObject) -> String {
     serde_yaml_ng::to_string(&value).unwrap_or_default()
 }
 
-/// A line diff (longest common subsequence): `-` for live only, `+` for planned only.
-pub fn diff(old: &str, new: &str) -> String {
-    let a: Vec<&str> = old.lines().collect();
-    let b: Vec<&str> = new.lines().collect();
-    let mut lcs = vec![vec![0u32; b.len() + 1]; a.len() + 1];
-    for i in (0..a.len()).rev() {
-        for j in (0..b.len()).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let (mut i, mut j, mut out) = (0, 0, String::new());
-    while i < a.len() || j < b.len() {
-        if i < a.len() && j < b.len() && a[i] == b[j] {
-            (i, j) = (i + 1, j + 1);
-        } else if j < b.len() && (i == a.len() || lcs[i][j + 1] >= lcs[i + 1][j]) {
-            out.push_str(&format!("+{}\n", b[j]));
-            j += 1;
-        } else {
-            out.push_str(&format!("-{}\n", a[i]));
-            i += 1;
-        }
-    }
-    out
+/// A unified diff from `old` (the live child) to `new` (the planned one), headed `--- <title>`
+/// and `+++ planned`, with two lines of context around each change.
+pub fn diff(old: &str, new: &str, title: &str) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(2)
+        .header(title, "planned")
+        .to_string()
 }
 
 #[cfg(test)]
@@ -168,9 +146,16 @@ mod tests {
     use super::diff;
 
     #[test]
-    fn diff_shows_only_changed_lines() {
-        let out = diff("a\nb\nc\n", "a\nx\nc\nd\n");
-        assert_eq!(out, "+x\n-b\n+d\n");
-        assert_eq!(diff("same\n", "same\n"), "");
+    fn diff_is_unified_with_context() {
+        let out = diff(
+            "a\nb\nc\nd\ne\nf\n",
+            "a\nb\nc\nx\ne\nf\n",
+            "live Deployment/web ns",
+        );
+        assert_eq!(
+            out,
+            "--- live Deployment/web ns\n+++ planned\n@@ -2,5 +2,5 @@\n b\n c\n-d\n+x\n e\n f\n"
+        );
+        assert_eq!(diff("same\n", "same\n", "t"), "");
     }
 }
