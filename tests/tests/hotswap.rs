@@ -4,13 +4,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use app_operator::consts::{ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_STATE, GUEST_CONFIGMAP};
+use app_operator::consts::{
+    ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_STATE, GUEST_CONFIGMAP,
+};
 use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::testing::{hostile_guest, tiered_guest};
-use app_operator_e2e::appservice::{create, images, sample_named, wait_event};
+use app_operator_e2e::appservice::{CONVERGE, create, images, sample_named, wait_event};
 use app_operator_e2e::swap::{SwapOperator, push, wait_digest};
-use app_operator_e2e::{TestNamespace, client};
+use app_operator_e2e::{TestNamespace, client, wait};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams};
@@ -131,6 +133,33 @@ async fn bad_guests_are_rejected_and_change_nothing() -> anyhow::Result<()> {
     assert!(err.is_err(), "an unchanged rejected guest stays rejected");
     let event = wait_event(&client, ns.name(), GUEST_CONFIGMAP, "GuestRejected").await?;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
+
+    // A malformed ConfigMap: a guest under `data` (text) instead of `binaryData`.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let text_guest = json!({
+        "binaryData": {"guest.wasm": null},
+        "data": {"guest.wasm": "AGFzbQ0AAQA="},
+    });
+    cms.patch(
+        GUEST_CONFIGMAP,
+        &PatchParams::default(),
+        &Patch::Merge(&text_guest),
+    )
+    .await?;
+    let message = wait::until(
+        "the malformed ConfigMap to be rejected",
+        CONVERGE,
+        || async {
+            let cm = cms.get(GUEST_CONFIGMAP).await?;
+            let annotations = cm.annotations();
+            let message = annotations.get(ANNOTATION_GUEST_MESSAGE).cloned();
+            let rejected =
+                annotations.get(ANNOTATION_GUEST_STATE).map(String::as_str) == Some("Rejected");
+            Ok(message.filter(|m| rejected && m.contains("malformed")))
+        },
+    )
+    .await?;
+    assert!(message.contains("belongs under binaryData"), "{message}");
     assert_eq!(operator.metrics.guest_swaps.get(), 0);
     let rejections = &operator.metrics.guest_rejections;
     let count = |kind| {
@@ -138,7 +167,10 @@ async fn bad_guests_are_rejected_and_change_nothing() -> anyhow::Result<()> {
             .get_or_create(&app_operator::metrics::KindLabel { kind })
             .get()
     };
-    assert_eq!((count("load"), count("dry_run")), (2, 1));
+    assert_eq!(
+        (count("load"), count("dry_run"), count("malformed")),
+        (2, 1, 1)
+    );
 
     assert_eq!(operator.guests.current().stable.digest(), default);
     for (name, version) in ["web", "panic"].into_iter().zip(before) {

@@ -43,6 +43,9 @@ pub struct Config {
 /// Why a candidate was not put in force. [`Rejection::kind`] is a fixed metric label.
 #[derive(Debug, thiserror::Error)]
 pub enum Rejection {
+    /// The ConfigMap is not shaped as a guest ConfigMap.
+    #[error("malformed guest ConfigMap: {0}")]
+    Malformed(String),
     /// The canary selector does not parse.
     #[error(transparent)]
     Selector(#[from] selector::Error),
@@ -75,6 +78,7 @@ impl Rejection {
     /// A fixed, low-cardinality name of the reason.
     pub fn kind(&self) -> &'static str {
         match self {
+            Rejection::Malformed(_) => "malformed",
             Rejection::Selector(_) => "selector",
             Rejection::Load { .. } => "load",
             Rejection::Pin { .. } => "pin",
@@ -181,11 +185,17 @@ impl Source {
             (wasm, selector)
         });
         let pin = annotation(ANNOTATION_GUEST_PIN);
-        let key: CandidateKey = (
-            digest(&stable),
-            canary.as_ref().map(|(w, s)| (digest(w), s.clone())),
-            pin.clone(),
-        );
+        let malformed = cm.and_then(malformed);
+        let key: CandidateKey = match &malformed {
+            // NB: a distinct key, so that a malformed ConfigMap is never taken for the guests
+            // in force, and is reported once.
+            Some(problem) => (format!("malformed: {problem}"), None, None),
+            None => (
+                digest(&stable),
+                canary.as_ref().map(|(w, s)| (digest(w), s.clone())),
+                pin.clone(),
+            ),
+        };
         let in_force = self.guests.current().key();
         if let Some((last, rejected)) = &self.last
             && *last == key
@@ -202,7 +212,11 @@ impl Source {
             return;
         }
         self.last = Some((key.clone(), None));
-        match self.candidate(stable, canary, pin).await {
+        let candidate = match malformed {
+            Some(problem) => Err(Rejection::Malformed(problem)),
+            None => self.candidate(stable, canary, pin).await,
+        };
+        match candidate {
             Ok((set, rendered)) => {
                 let digest = set.stable.digest().to_owned();
                 let canary = set.canary.as_ref().map(|c| c.policy.digest().to_owned());
@@ -333,7 +347,66 @@ impl Source {
     }
 }
 
+/// What is wrong with the shape of guest ConfigMap `cm`, if anything: the guests belong under
+/// `binaryData` keys [`GUEST_KEY`] and [`CANARY_KEY`], and nothing else is expected there or
+/// under `data` (a guest under `data`, or a misspelt key, would otherwise be silently ignored
+/// and the base guest run instead). A ConfigMap with no keys at all is well-formed: it holds
+/// no guest.
+fn malformed(cm: &ConfigMap) -> Option<String> {
+    let known = [GUEST_KEY, CANARY_KEY];
+    if let Some(key) = cm.data.iter().flat_map(|d| d.keys()).next() {
+        let hint = if known.contains(&key.as_str()) {
+            "; a guest is binary and belongs under binaryData (`app-operator guest push` puts it there)"
+        } else {
+            ""
+        };
+        return Some(format!("unexpected key `{key}` under data{hint}"));
+    }
+    cm.binary_data
+        .iter()
+        .flat_map(|d| d.keys())
+        .find(|key| !known.contains(&key.as_str()))
+        .map(|key| {
+            format!(
+                "unexpected key `{key}` under binaryData; expected `{GUEST_KEY}` and `{CANARY_KEY}`"
+            )
+        })
+}
+
 /// `sha256:<hex>` of `wasm`, as [`guest::Policy::digest`] reports it.
 fn digest(wasm: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(wasm)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::malformed;
+
+    fn cm(data: &[&str], binary: &[&str]) -> ConfigMap {
+        let data: BTreeMap<_, _> = data.iter().map(|k| (k.to_string(), "x".into())).collect();
+        let binary: BTreeMap<_, _> = binary
+            .iter()
+            .map(|k| (k.to_string(), ByteString(vec![0])))
+            .collect();
+        ConfigMap {
+            data: (!data.is_empty()).then_some(data),
+            binary_data: (!binary.is_empty()).then_some(binary),
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn guests_belong_under_binary_data_with_known_keys() {
+        assert_eq!(malformed(&cm(&[], &[])), None);
+        assert_eq!(malformed(&cm(&[], &["guest.wasm", "canary.wasm"])), None);
+        let text = malformed(&cm(&["guest.wasm"], &[])).expect("a guest under data");
+        assert!(text.contains("belongs under binaryData"), "{text}");
+        let typo = malformed(&cm(&[], &["guest.wsm"])).expect("a misspelt key");
+        assert!(typo.contains("`guest.wsm` under binaryData"), "{typo}");
+    }
 }
