@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::Connection;
 use crate::consts::FIELD_MANAGER;
+use crate::controller;
 use crate::crd::AppService;
 use crate::guest::{self, DesiredObject};
 use crate::{Error, Result, error_chain, stamp};
@@ -45,10 +46,7 @@ pub async fn plan(
     policy: &guest::Policy,
     namespace: Option<&str>,
 ) -> Result<String> {
-    let apps: Api<AppService> = match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
+    let apps: Api<AppService> = controller::api(client, namespace);
     let apps = apps
         .list(&ListParams::default())
         .await

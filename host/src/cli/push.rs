@@ -9,7 +9,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
-use sha2::{Digest, Sha256};
 
 use super::Connection;
 use crate::consts::{
@@ -52,7 +51,7 @@ pub struct Args {
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let wasm = super::render::read(&args.file)?;
-    let digest = format!("sha256:{}", hex::encode(Sha256::digest(&wasm)));
+    let digest = crate::guest::digest(&wasm);
     if let Some(text) = &args.canary {
         selector::parse(text).map_err(|e| Error::Input(e.to_string()))?;
     }

@@ -210,13 +210,7 @@ pub async fn exec(args: Args) -> Result<()> {
             apps_namespace: config.namespace.clone(),
         };
         info!(namespace = %source_config.namespace, name = %source_config.name, "reading guests from a ConfigMap");
-        let recorder = kube::runtime::events::Recorder::new(
-            client.clone(),
-            kube::runtime::events::Reporter {
-                controller: config.reporter.clone(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        );
+        let recorder = config.recorder(&client);
         let source = swap::source::Source::new(
             client.clone(),
             runtime,

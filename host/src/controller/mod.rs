@@ -7,6 +7,8 @@ pub mod status;
 mod uptodate;
 mod watches;
 
+pub use watches::api;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -50,6 +52,20 @@ pub struct Config {
     pub resync: Duration,
     /// Name reported as the source of Events.
     pub reporter: String,
+}
+
+impl Config {
+    /// The Event recorder for this operator: [`Config::reporter`], and the Pod name (`POD_NAME`)
+    /// as the instance.
+    pub fn recorder(&self, client: &Client) -> Recorder {
+        Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: self.reporter.clone(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        )
+    }
 }
 
 impl Default for Config {
@@ -181,13 +197,7 @@ pub async fn run(
         services,
         last_applied: Arc::default(),
     };
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: config.reporter.clone(),
-            instance: std::env::var("POD_NAME").ok(),
-        },
-    );
+    let recorder = config.recorder(&client);
     let concurrency = config.concurrency;
     let guests = guests.into();
     let swapped = guests.take_trigger();

@@ -46,8 +46,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let objects = match rendered {
         Ok(objects) => objects,
         Err(err) => {
-            let (kind, reason) = super::guest_error_kind(&err);
-            ctx.metrics.guest_failed(kind);
+            let (_, reason) = super::guest_error_kind(&err);
             let error = Error::Guest(err);
             let message = error_chain(&error);
             warn!(error = %message, "guest failed; children left untouched");
@@ -110,22 +109,14 @@ async fn render(
     app: &AppService,
 ) -> (guest::Policy, Result<Vec<DesiredObject>, guest::Error>) {
     let selected = ctx.select(app);
-    let rendered = {
-        let _guest_timer = ctx.metrics.guest_call();
-        selected.policy.render(app).await
-    };
+    let rendered = call(ctx, &selected.policy, app).await;
     let (Err(err), Some(fallback)) = (&rendered, selected.fallback) else {
         return (selected.policy, rendered);
     };
     if !swap::warrants_fallback(err) {
         return (selected.policy, rendered);
     }
-    let (kind, _) = super::guest_error_kind(err);
-    ctx.metrics.guest_failed(kind);
-    let again = {
-        let _guest_timer = ctx.metrics.guest_call();
-        fallback.render(app).await
-    };
+    let again = call(ctx, &fallback, app).await;
     if again.is_err() {
         return (selected.policy, rendered);
     }
@@ -151,6 +142,22 @@ async fn render(
     )
     .await;
     (fallback, again)
+}
+
+/// One guest call, timed, its failure counted by kind.
+async fn call(
+    ctx: &Context,
+    policy: &guest::Policy,
+    app: &AppService,
+) -> Result<Vec<DesiredObject>, guest::Error> {
+    let rendered = {
+        let _guest_timer = ctx.metrics.guest_call();
+        policy.render(app).await
+    };
+    if let Err(err) = &rendered {
+        ctx.metrics.guest_failed(super::guest_error_kind(err).0);
+    }
+    rendered
 }
 
 async fn apply_and_prune(

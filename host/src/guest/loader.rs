@@ -14,8 +14,8 @@ use super::bindings::{AppservicePolicy, AppservicePolicyPre};
 use super::store::State;
 use super::{BoxError, Error};
 
-/// `sha256:<hex>` of the bytes.
-pub(super) fn digest(wasm: &[u8]) -> String {
+/// `sha256:<hex>` of the bytes: a guest's identity in status, annotations and metrics.
+pub fn digest(wasm: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(wasm)))
 }
 

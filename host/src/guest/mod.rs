@@ -30,6 +30,7 @@ use tokio::sync::Semaphore;
 use self::bindings::AppservicePolicyPre;
 pub use self::error::{BoxError, Error, PolicyError};
 pub use self::inspect::{Import, Inspection};
+pub use self::loader::digest;
 use self::store::{Limits, State};
 pub use self::validate::Violation;
 use crate::crd::AppService;

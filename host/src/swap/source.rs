@@ -16,7 +16,6 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
 use super::validate::{self, Failure};
@@ -27,7 +26,7 @@ use crate::consts::{
 };
 use crate::crd::AppService;
 use crate::metrics::Metrics;
-use crate::{error_chain, guest};
+use crate::{controller, error_chain, guest};
 
 /// Where the guests come from.
 #[derive(Clone, Debug)]
@@ -191,8 +190,8 @@ impl Source {
             // in force, and is reported once.
             Some(problem) => (format!("malformed: {problem}"), None, None),
             None => (
-                digest(&stable),
-                canary.as_ref().map(|(w, s)| (digest(w), s.clone())),
+                guest::digest(&stable),
+                canary.as_ref().map(|(w, s)| (guest::digest(w), s.clone())),
                 pin.clone(),
             ),
         };
@@ -275,10 +274,8 @@ impl Source {
             canary,
             previous: None,
         };
-        let apps: Api<AppService> = match &self.config.apps_namespace {
-            Some(ns) => Api::namespaced(self.client.clone(), ns),
-            None => Api::all(self.client.clone()),
-        };
+        let apps: Api<AppService> =
+            controller::api(&self.client, self.config.apps_namespace.as_deref());
         let apps = apps
             .list(&ListParams::default())
             .await
@@ -371,11 +368,6 @@ fn malformed(cm: &ConfigMap) -> Option<String> {
                 "unexpected key `{key}` under binaryData; expected `{GUEST_KEY}` and `{CANARY_KEY}`"
             )
         })
-}
-
-/// `sha256:<hex>` of `wasm`, as [`guest::Policy::digest`] reports it.
-fn digest(wasm: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(wasm)))
 }
 
 #[cfg(test)]
