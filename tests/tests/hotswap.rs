@@ -222,7 +222,14 @@ async fn a_canary_changes_only_the_selected_appservices() -> anyhow::Result<()> 
         &labelled("spared", &[("track", "stable")]),
     )
     .await?;
+    create(
+        &client,
+        ns.name(),
+        &labelled("late", &[("track", "stable")]),
+    )
+    .await?;
     wait_digest(&client, ns.name(), "picked", &default).await?;
+    wait_digest(&client, ns.name(), "late", &default).await?;
     let spared = wait_digest(&client, ns.name(), "spared", &default).await?;
 
     push(ns.name(), tiered_guest(), Some("track=canary")).await?;
@@ -243,6 +250,13 @@ async fn a_canary_changes_only_the_selected_appservices() -> anyhow::Result<()> 
         set.canary.as_ref().map(|c| c.policy.digest()),
         Some(tiered.as_str())
     );
+
+    // Labelling an AppService into the selector (no spec change) moves it to the canary.
+    let moved = json!({"metadata": {"labels": {"track": "canary"}}});
+    apps.patch("late", &PatchParams::default(), &Patch::Merge(&moved))
+        .await?;
+    let d = wait_digest(&client, ns.name(), "late", &tiered).await?;
+    assert_eq!(tier(&d).as_deref(), Some("web"));
 
     // Promotion: the same guest pushed as stable replaces the canary.
     push(ns.name(), tiered_guest(), None).await?;

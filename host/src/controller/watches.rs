@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use futures::{Stream, TryStreamExt};
 use k8s_openapi::NamespaceResourceScope;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
@@ -68,7 +68,7 @@ where
     }
 }
 
-/// The AppService cache and the stream of AppServices whose generation changed.
+/// The AppService cache and the stream of AppServices whose generation or labels changed.
 pub fn apps(
     client: &Client,
     namespace: Option<&str>,
@@ -89,8 +89,12 @@ pub fn apps(
         })
         .applied_objects()
         // NB: status writes do not bump the generation; without this filter every status write
-        // would trigger another reconcile.
-        .predicate_filter(predicates::generation, Default::default());
+        // would trigger another reconcile. Labels do not bump it either, but they choose the
+        // guest (a canary's selector) and are part of what the guest renders.
+        .predicate_filter(
+            predicates::generation.combine(predicates::labels),
+            Default::default(),
+        );
     (store, stream)
 }
 
