@@ -57,8 +57,41 @@ pub struct PodMeta<'a> {
 
 /// `Deployment.spec.template.spec`.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PodSpec<'a> {
+    pub security_context: PodSecurityContext,
     pub containers: [Container<'a>; 1],
+}
+
+/// The pod's `securityContext`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSecurityContext {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_as_non_root: Option<bool>,
+    pub seccomp_profile: SeccompProfile,
+}
+
+/// A seccomp profile.
+#[derive(Serialize)]
+pub struct SeccompProfile {
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+}
+
+/// A container's `securityContext`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SecurityContext {
+    pub allow_privilege_escalation: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Capabilities>,
+}
+
+/// Capabilities a container drops.
+#[derive(Serialize)]
+pub struct Capabilities {
+    pub drop: [&'static str; 1],
 }
 
 /// The one container of the pod.
@@ -70,6 +103,7 @@ pub struct Container<'a> {
     pub image_pull_policy: &'static str,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPort<'a>>,
+    pub security_context: SecurityContext,
 }
 
 /// A container port.

@@ -71,9 +71,12 @@ fn sample_renders_deployment_and_nodeport_service() {
         b[0],
         json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx"},
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "nginx"}},
-            "template": {"metadata": {"labels": {"app": "nginx"}}, "spec": {"containers": [
+            "template": {"metadata": {"labels": {"app": "nginx"}}, "spec": {
+                "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                "containers": [
                 {"name": "nginx", "image": "nginx:alpine", "imagePullPolicy": "IfNotPresent",
-                 "ports": [{"containerPort": 80}]}]}}}})
+                 "ports": [{"containerPort": 80}],
+                 "securityContext": {"allowPrivilegeEscalation": false}}]}}}})
     );
     assert_eq!(
         b[1],
@@ -82,6 +85,30 @@ fn sample_renders_deployment_and_nodeport_service() {
             "ports": [{"name": "http", "port": 80, "targetPort": 80, "nodePort": 30080}]}})
     );
     assert_eq!(summary(&objects), "rendered Deployment/nginx Service/nginx");
+}
+
+#[test]
+fn restricted_pods_on_request_run_as_non_root_without_capabilities() {
+    let mut restricted = app(None, vec![]);
+    restricted.metadata.annotations = vec![(POD_SECURITY_ANNOTATION.into(), "restricted".into())];
+    let pod = &bodies(&restricted)[0]["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["securityContext"],
+        json!({"runAsNonRoot": true, "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    assert_eq!(
+        pod["containers"][0]["securityContext"],
+        json!({"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}})
+    );
+    let mut baseline = app(None, vec![]);
+    baseline.metadata.annotations = vec![(POD_SECURITY_ANNOTATION.into(), "baseline".into())];
+    assert_eq!(
+        bodies(&baseline)[0]["spec"]["template"]["spec"]["securityContext"],
+        json!({"seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    let mut bogus = app(None, vec![]);
+    bogus.metadata.annotations = vec![(POD_SECURITY_ANNOTATION.into(), "strict".into())];
+    assert!(invalid(&bogus).contains(POD_SECURITY_ANNOTATION));
 }
 
 #[test]
