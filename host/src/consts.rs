@@ -21,6 +21,11 @@ pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
 /// Annotation on every child: the digest (`sha256:<hex>`) of the guest that rendered it.
 pub const ANNOTATION_GUEST_DIGEST: &str = "apps.kudevops.io/guest-digest";
 
+/// Annotation a user puts on an existing Deployment or Service to hand it over to the
+/// AppService named in its value; without it, the operator never adopts an object it did not
+/// create.
+pub const ANNOTATION_ADOPT: &str = "apps.kudevops.io/adopt";
+
 /// Lease that replicas running with `--leader-elect` compete for, in the operator's namespace.
 pub const LEADER_LEASE: &str = "app-operator-leader";
 

@@ -9,6 +9,7 @@ mod fixtures;
 pub mod guest;
 pub mod leader;
 pub mod metrics;
+pub mod namespaces;
 pub mod server;
 pub mod stamp;
 pub mod swap;
@@ -36,6 +37,35 @@ pub enum Error {
     /// Server-side apply of a child failed.
     #[error("failed to apply {kind} {name}")]
     Apply {
+        /// Kind of the child.
+        kind: &'static str,
+        /// Name of the child.
+        name: String,
+        /// What the API server said.
+        #[source]
+        source: kube::Error,
+    },
+    /// A child the guest emits exists and is not controlled by this AppService: it is left
+    /// alone (no adoption).
+    #[error(
+        "{kind} {name} already exists and is not controlled by this AppService ({owner}); \
+         it is left untouched: delete it, or annotate it `{annotation}={app}` to hand it over"
+    )]
+    ChildConflict {
+        /// Kind of the child.
+        kind: &'static str,
+        /// Name of the child.
+        name: String,
+        /// Who controls it, e.g. `no controller` or `controlled by AppService web (uid ...)`.
+        owner: String,
+        /// Name of the AppService that wants it.
+        app: String,
+        /// The opt-in annotation, [`consts::ANNOTATION_ADOPT`].
+        annotation: &'static str,
+    },
+    /// Reading a child before applying it failed.
+    #[error("failed to read {kind} {name}")]
+    Get {
         /// Kind of the child.
         kind: &'static str,
         /// Name of the child.
@@ -96,6 +126,9 @@ pub enum Error {
         #[source]
         source: serde_yaml_ng::Error,
     },
+    /// The namespaces' Pod Security labels could not be read.
+    #[error("failed to read the namespaces' Pod Security labels")]
+    Namespaces(#[source] kube::Error),
     /// The guest ConfigMap could not be read.
     #[error("failed to read the guest ConfigMap")]
     GuestSource(#[source] kube::Error),
@@ -120,6 +153,8 @@ impl Error {
             Error::Guest(_) => "guest",
             Error::UnsupportedKind { .. } => "unsupported_kind",
             Error::Apply { .. } => "apply",
+            Error::ChildConflict { .. } => "child_conflict",
+            Error::Get { .. } => "get",
             Error::Prune { .. } => "prune",
             Error::Status { .. } => "status",
             Error::CrdNotInstalled(_) => "crd_not_installed",
@@ -129,6 +164,7 @@ impl Error {
             Error::Yaml { .. } => "yaml",
             Error::Serve { .. } => "serve",
             Error::GuestSource(_) => "guest_source",
+            Error::Namespaces(_) => "namespaces",
             Error::Leader(_) => "leader",
         }
     }

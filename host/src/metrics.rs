@@ -23,6 +23,13 @@ pub struct KindLabel {
     pub kind: &'static str,
 }
 
+/// A label set holding the output policy rule a guest's output broke.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleLabel {
+    /// A fixed rule name such as `host_path_volumes` or `service_type`.
+    pub rule: &'static str,
+}
+
 /// A label set holding an HTTP method.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct MethodLabel {
@@ -62,6 +69,8 @@ pub struct Metrics {
     pub guest_rollbacks: Counter,
     /// Requests sent to the Kubernetes API server, by method (watches are GETs).
     pub kube_requests: Family<MethodLabel, Counter>,
+    /// Guest outputs the host refused, by the rule broken (one count per rule per render).
+    pub output_refusals: Family<RuleLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -79,6 +88,7 @@ impl Default for Metrics {
             guest_rejections: Family::default(),
             guest_rollbacks: Counter::default(),
             kube_requests: Family::default(),
+            output_refusals: Family::default(),
         }
     }
 }
@@ -136,6 +146,11 @@ impl Metrics {
             "kube_requests",
             "Requests sent to the Kubernetes API server, by method",
             m.kube_requests.clone(),
+        );
+        registry.register(
+            "output_refusals",
+            "Guest outputs refused by the output policy, by rule",
+            m.output_refusals.clone(),
         );
         m
     }
@@ -213,6 +228,15 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts a refused guest output once per rule it broke.
+    pub fn output_refused(&self, rules: &[&'static str]) {
+        for &rule in rules {
+            self.output_refusals
+                .get_or_create(&RuleLabel { rule })
+                .inc();
+        }
+    }
+
     /// Counts a reconcile that fell back to the last good guest.
     pub fn guest_rolled_back(&self) {
         self.guest_rollbacks.inc();
@@ -266,6 +290,7 @@ mod tests {
         metrics.guest_failed("guest_trap");
         metrics.guest_loaded("sha256:abc");
         metrics.kube_request(&http::Method::PATCH);
+        metrics.output_refused(&["privileged", "service_type"]);
         let text = encode(&Arc::new(registry));
         assert!(text.contains("app_operator_reconciles_total 1"), "{text}");
         assert!(text.contains(r#"app_operator_reconcile_errors_total{kind="apply"} 1"#));
@@ -273,5 +298,6 @@ mod tests {
         assert!(text.contains(r#"app_operator_guest_info{digest="sha256:abc",role="stable"} 1"#));
         assert!(text.contains("app_operator_reconcile_duration_seconds_count 1"));
         assert!(text.contains(r#"app_operator_kube_requests_total{method="PATCH"} 1"#));
+        assert!(text.contains(r#"app_operator_output_refusals_total{rule="privileged"} 1"#));
     }
 }

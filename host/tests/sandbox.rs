@@ -42,11 +42,11 @@ fn hostile() -> guest::Policy {
 async fn misbehave(name: &str) -> Error {
     let policy = hostile();
     let err = policy
-        .render(&app(name))
+        .render(&app(name), None)
         .await
         .expect_err("the misdeed must fail");
     let next = policy
-        .render(&app("benign"))
+        .render(&app("benign"), None)
         .await
         .expect("the runtime still serves the next call");
     assert_eq!(next[0].name, "benign");
@@ -79,10 +79,13 @@ async fn endless_loop_runs_out_of_fuel() {
         .expect("valid")
         .load(HOSTILE)
         .expect("loads");
-    let err = policy.render(&app("loop")).await.expect_err("must fail");
+    let err = policy
+        .render(&app("loop"), None)
+        .await
+        .expect_err("must fail");
     assert!(matches!(err, Error::Fuel(5_000_000)), "{err:?}");
     policy
-        .render(&app("benign"))
+        .render(&app("benign"), None)
         .await
         .expect("fuel is per call");
 }
@@ -170,11 +173,78 @@ async fn invalid_outputs_are_refused() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn output_the_host_refuses_is_refused_with_the_rule_and_field() {
+    let cases = [
+        (
+            "privileged",
+            "host_namespaces",
+            "spec.template.spec.hostNetwork",
+        ),
+        (
+            "capabilities",
+            "capabilities",
+            "spec.template.spec.containers[0].securityContext.capabilities.add[0]",
+        ),
+        (
+            "host-port",
+            "host_ports",
+            "spec.template.spec.containers[0].ports[0].hostPort",
+        ),
+        (
+            "service-account",
+            "service_account",
+            "spec.template.spec.serviceAccountName",
+        ),
+        ("external-ips", "external_ips", "spec.externalIPs"),
+        ("foreign-selector", "service_selector", "spec.selector"),
+        ("load-balancer", "service_type", "spec.type"),
+        ("external-name", "service_type", "spec.type"),
+        ("many-objects", "max_objects", ""),
+    ];
+    for (misdeed, rule, path) in cases {
+        let err = misbehave(misdeed).await;
+        let Error::Refused(refused) = &err else {
+            panic!("{misdeed}: expected a refusal, got {err}");
+        };
+        let first = &refused.refusals[0];
+        assert_eq!(
+            (first.rule, first.path.as_str()),
+            (rule, path),
+            "{misdeed}: {err}"
+        );
+        assert_eq!(err.kind(), "refused");
+    }
+    let hostile = hostile();
+    let restricted = guest::Runtime::new(guest::Config {
+        output: guest::admission::Config {
+            pod_security: guest::admission::Level::Restricted,
+            ..guest::admission::Config::default()
+        },
+        ..guest::Config::default()
+    })
+    .expect("valid config")
+    .load(HOSTILE)
+    .expect("loads");
+    hostile
+        .render(&app("benign"), None)
+        .await
+        .expect("a plain pod meets baseline");
+    let configured = restricted.render(&app("benign"), None).await;
+    let by_namespace = hostile
+        .render(&app("benign"), Some(guest::admission::Level::Restricted))
+        .await;
+    for (how, result) in [("configured", configured), ("namespace", by_namespace)] {
+        let err = result.expect_err("a plain pod fails restricted");
+        assert!(matches!(err, Error::Refused(_)), "{how}: {err}");
+    }
+}
+
 #[test]
 fn every_call_gets_a_fresh_instance() {
     let policy = hostile();
     for _ in 0..3 {
-        let out = policy.render_blocking(&app("leak")).expect("renders");
+        let out = policy.render_blocking(&app("leak"), None).expect("renders");
         assert_eq!(out[0].name, "leak-1", "state leaked between calls");
     }
 }
@@ -189,7 +259,7 @@ fn guest_logs_are_truncated_and_budgeted() {
         .with_writer(move || Sink(sink.clone()))
         .finish();
     let out = tracing::subscriber::with_default(subscriber, || {
-        hostile().render_blocking(&app("log-flood"))
+        hostile().render_blocking(&app("log-flood"), None)
     });
     out.expect("a log flood is not an error");
     let text =
@@ -217,7 +287,7 @@ async fn concurrent_calls_beyond_the_pool_wait_instead_of_failing() {
     let policy = RUNTIME.load_default().expect("loads");
     let calls = (0..300).map(|i| {
         let policy = policy.clone();
-        tokio::spawn(async move { policy.render(&app(&format!("app-{i}"))).await })
+        tokio::spawn(async move { policy.render(&app(&format!("app-{i}")), None).await })
     });
     for call in futures::future::join_all(calls).await {
         call.expect("task ran").expect("every call succeeds");
@@ -246,7 +316,7 @@ fn precompiled_guests_are_cached_on_disk() {
         .expect("loads from cache");
     assert_eq!(first.digest(), second.digest());
     second
-        .render_blocking(&app("nginx"))
+        .render_blocking(&app("nginx"), None)
         .expect("precompiled guest renders");
     // A corrupt artifact costs a compile, not an error.
     std::fs::write(&artifacts[0], b"garbage").expect("overwrite artifact");
@@ -254,7 +324,7 @@ fn precompiled_guests_are_cached_on_disk() {
         .expect("valid")
         .load_default()
         .expect("recompiles");
-    third.render_blocking(&app("nginx")).expect("renders");
+    third.render_blocking(&app("nginx"), None).expect("renders");
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 

@@ -4,6 +4,7 @@ mod connect;
 pub mod crd;
 pub mod inspect;
 pub mod plan;
+mod policy;
 pub mod push;
 pub mod render;
 pub mod run;
@@ -11,6 +12,7 @@ pub mod run;
 use clap::{Parser, Subcommand};
 
 pub use connect::Connection;
+pub use policy::PolicyArgs;
 
 /// app-operator: AppService in, Deployment and Service out, with the policy in a WebAssembly guest.
 #[derive(Debug, Parser)]

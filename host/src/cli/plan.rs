@@ -13,7 +13,7 @@ use crate::consts::FIELD_MANAGER;
 use crate::controller;
 use crate::crd::AppService;
 use crate::guest::{self, DesiredObject};
-use crate::{Error, Result, error_chain, stamp};
+use crate::{Error, Result, error_chain, namespaces, stamp};
 
 /// Arguments of `app-operator plan`.
 #[derive(Debug, clap::Args)]
@@ -24,6 +24,9 @@ pub struct Args {
     /// Only AppServices in this namespace. Default: all namespaces.
     #[arg(long, short = 'n')]
     pub namespace: Option<String>,
+    /// The output policy, as the operator's flags set it.
+    #[command(flatten)]
+    pub policy: super::PolicyArgs,
     /// Which cluster to connect to.
     #[command(flatten)]
     pub connection: Connection,
@@ -33,7 +36,11 @@ pub struct Args {
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let wasm = super::render::read(&args.guest)?;
-    let policy = guest::Runtime::new(guest::Config::default())?.load(&wasm)?;
+    let config = guest::Config {
+        output: args.policy.config(),
+        ..guest::Config::default()
+    };
+    let policy = guest::Runtime::new(config)?.load(&wasm)?;
     let client = args.connection.client(None).await?;
     let out = plan(&client, &policy, args.namespace.as_deref()).await?;
     print!("{out}");
@@ -51,11 +58,19 @@ pub async fn plan(
         .list(&ListParams::default())
         .await
         .map_err(Error::CrdNotInstalled)?;
+    let namespaces = apps
+        .items
+        .iter()
+        .filter_map(|a| a.metadata.namespace.as_deref());
+    let levels = namespaces::lookup(client, namespaces)
+        .await
+        .map_err(Error::Namespaces)?;
     let mut out = format!("# plan for guest {}\n", policy.digest());
     let (mut changed, mut failed) = (0, 0);
     for app in &apps.items {
         let ns = app.namespace().unwrap_or_default();
-        let objects = match policy.render(app).await {
+        let level = levels.get(&ns).copied().flatten();
+        let objects = match policy.render(app, level).await {
             Ok(objects) => stamp::stamp(app, policy.digest(), objects),
             Err(err) => {
                 failed += 1;

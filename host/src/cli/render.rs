@@ -20,6 +20,9 @@ pub struct Args {
     /// Directory for precompiled guests; unset compiles in memory every run.
     #[arg(long, env = "APP_OPERATOR_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// The output policy, as the operator's flags set it.
+    #[command(flatten)]
+    pub policy: super::PolicyArgs,
 }
 
 /// Runs the subcommand: prints multi-document YAML on stdout.
@@ -28,6 +31,7 @@ pub async fn exec(args: Args) -> Result<()> {
     let app = read_app(&args.file)?;
     let config = guest::Config {
         cache_dir: args.cache_dir,
+        output: args.policy.config(),
         ..guest::Config::default()
     };
     let runtime = guest::Runtime::new(config)?;
@@ -39,9 +43,10 @@ pub async fn exec(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Renders `app` through `policy` and stamps the result: the YAML `render` prints.
+/// Renders `app` through `policy` and stamps the result: the YAML `render` prints. With no
+/// cluster to read a namespace from, the configured Pod Security level applies alone.
 pub async fn render(policy: &guest::Policy, app: &AppService) -> Result<String> {
-    let objects = stamp::stamp(app, policy.digest(), policy.render(app).await?);
+    let objects = stamp::stamp(app, policy.digest(), policy.render(app, None).await?);
     to_yaml(app, policy.digest(), &objects)
 }
 

@@ -52,6 +52,9 @@ pub struct Args {
     /// Directory for precompiled guests. Default: no disk cache.
     #[arg(long, env = "APP_OPERATOR_GUEST_CACHE_DIR")]
     pub guest_cache_dir: Option<PathBuf>,
+    /// What a guest's output may contain.
+    #[command(flatten)]
+    pub policy: super::PolicyArgs,
     /// Most reconciliations running at once.
     #[arg(long, env = "APP_OPERATOR_CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
@@ -146,6 +149,7 @@ impl Args {
         }
         config.fuel = self.guest_fuel.or(config.fuel);
         config.cache_dir = self.guest_cache_dir.clone().or(config.cache_dir);
+        config.output = self.policy.config();
         config
     }
 

@@ -1,6 +1,11 @@
 //! Guest output to the cluster: owner-stamped server-side apply of each child, and pruning of
 //! owned children the guest no longer emits.
 //!
+//! No adoption: before anything is applied, every child the guest names must be absent or
+//! controlled by the AppService; one that exists under another controller, or none, is left
+//! untouched and the whole apply fails with [`Error::ChildConflict`], unless its owner opted in
+//! with the [`ANNOTATION_ADOPT`] annotation.
+//!
 //! **Warning**: [`prune`] deletes objects. Call it only after a successful guest call and a
 //! successful apply of everything the guest emitted.
 
@@ -10,6 +15,7 @@ use std::sync::Arc;
 use futures::future;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
@@ -19,7 +25,7 @@ use serde::de::DeserializeOwned;
 use tracing::{debug, info};
 
 use super::uptodate::LastApplied;
-use crate::consts::FIELD_MANAGER;
+use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
 use crate::stamp::stamp;
@@ -75,7 +81,8 @@ pub struct Applied {
 }
 
 /// Server-side applies every object, stamped with ownership, with the operator's field manager,
-/// forcing conflicts (the operator owns what the guest emits).
+/// forcing conflicts (the operator owns the fields of the children it controls). Applies nothing
+/// unless every child is absent or controlled by `app` ([`check_ownership`]).
 pub async fn apply_all(
     client: &Client,
     children: &Children,
@@ -84,6 +91,7 @@ pub async fn apply_all(
     objects: &[DesiredObject],
 ) -> Result<Applied> {
     let ns = app.namespace().unwrap_or_default();
+    check_ownership(client, children, app, &ns, objects).await?;
     let stamped = stamp(app, digest, objects.to_vec());
     // NB: the children are independent objects: apply them at once, not one after another.
     let results = future::try_join_all(stamped.iter().map(|object| async {
@@ -145,6 +153,102 @@ where
             name: name.to_owned(),
             source,
         })
+}
+
+/// Fails with [`Error::ChildConflict`] for the first child in `objects` that exists and that
+/// `app` may not write ([`ownership`]). A child is looked up in the cache of managed children,
+/// then, when absent there (an object someone else created carries no managed-by label), read
+/// from the API server.
+///
+/// NB: an object created between this read and the apply would still be adopted; the window is
+/// one round trip, and the API server refuses a second controller reference, so two AppServices
+/// cannot both hold a child.
+async fn check_ownership(
+    client: &Client,
+    children: &Children,
+    app: &AppService,
+    ns: &str,
+    objects: &[DesiredObject],
+) -> Result<()> {
+    let checks = objects.iter().map(|object| async {
+        let Some(kind) = ChildKind::of(&object.api_version, &object.kind) else {
+            return Ok(());
+        };
+        let name = object.name.as_str();
+        let meta = match kind {
+            ChildKind::Deployment => {
+                existing(client, &children.deployments, ns, kind, name).await?
+            }
+            ChildKind::Service => existing(client, &children.services, ns, kind, name).await?,
+        };
+        match meta.map(|meta| ownership(&meta, app)) {
+            Some(Err(owner)) => Err(Error::ChildConflict {
+                kind: kind.as_str(),
+                name: name.to_owned(),
+                owner,
+                app: app.name_any(),
+                annotation: ANNOTATION_ADOPT,
+            }),
+            _ => Ok(()),
+        }
+    });
+    future::try_join_all(checks).await.map(drop)
+}
+
+/// The metadata of child `name` of kind `K`: from the cache, else from the API server.
+async fn existing<K>(
+    client: &Client,
+    store: &Store<K>,
+    ns: &str,
+    kind: ChildKind,
+    name: &str,
+) -> Result<Option<ObjectMeta>>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    K: Clone + DeserializeOwned + std::fmt::Debug + 'static,
+{
+    if let Some(cached) = store.get(&ObjectRef::new(name).within(ns)) {
+        return Ok(Some(cached.meta().clone()));
+    }
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
+    let found = api
+        .get_metadata_opt(name)
+        .await
+        .map_err(|source| Error::Get {
+            kind: kind.as_str(),
+            name: name.to_owned(),
+            source,
+        })?;
+    Ok(found.map(|m| m.metadata))
+}
+
+/// Whether `app` may write an existing child with metadata `meta`: it is its controller, or the
+/// child has no controller and its [`ANNOTATION_ADOPT`] annotation names `app`. Otherwise, who
+/// controls the child, for the conflict message.
+pub fn ownership(meta: &ObjectMeta, app: &AppService) -> Result<(), String> {
+    let controller = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    match controller {
+        Some(c) if app.uid().is_some_and(|uid| uid == c.uid) => Ok(()),
+        Some(c) => Err(format!(
+            "controlled by {} {} (uid {})",
+            c.kind, c.name, c.uid
+        )),
+        None => {
+            let adopt = meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_ADOPT));
+            if adopt.is_some_and(|name| *name == app.name_any()) {
+                Ok(())
+            } else {
+                Err("it has no controller".to_owned())
+            }
+        }
+    }
 }
 
 /// Applies one child unless the cache shows it up to date. Returns the child as the API server

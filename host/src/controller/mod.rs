@@ -28,8 +28,9 @@ use tracing::{debug, info, warn};
 pub use reconcile::reconcile;
 
 use crate::crd::AppService;
-use crate::guest;
+use crate::guest::{self, admission};
 use crate::metrics::Metrics;
+use crate::namespaces;
 use crate::server::Readiness;
 use crate::swap;
 use crate::{Error, Result, error_chain};
@@ -91,6 +92,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// Caches of the owned children.
     pub children: Children,
+    /// The Pod Security level each namespace enforces.
+    pub levels: namespaces::Levels,
     /// The controller's settings.
     pub config: Config,
     /// Consecutive failures per AppService, for the retry backoff.
@@ -103,6 +106,11 @@ impl Context {
     /// The guest that renders `app` now, and its fallback.
     pub fn select(&self, app: &AppService) -> swap::Selected {
         self.guests.select(app)
+    }
+
+    /// The Pod Security level `app`'s namespace enforces, if it sets one.
+    pub fn namespace_level(&self, app: &AppService) -> Option<admission::Level> {
+        self.levels.get(&app.namespace()?)
     }
 
     /// Waits until the caches have listed once, so pruning sees every child.
@@ -162,6 +170,7 @@ pub fn guest_error_kind(error: &guest::Error) -> (&'static str, &'static str) {
         guest::Error::Fuel(_) => "OutOfFuel",
         guest::Error::Memory(_) => "MemoryLimitExceeded",
         guest::Error::InvalidOutput(_) => "InvalidOutput",
+        guest::Error::Refused(_) => "OutputRefused",
         guest::Error::Policy(_) => "PolicyError",
         _ => "RuntimeError",
     };
@@ -186,12 +195,16 @@ pub async fn run(
         .await
         .map_err(Error::CrdNotInstalled)?;
 
-    let tracker = SyncTracker::new(&["appservices", "deployments", "services"], readiness);
+    let tracker = SyncTracker::new(
+        &["appservices", "deployments", "services", "namespaces"],
+        readiness,
+    );
     let (app_store, app_stream) = watches::apps(&client, ns, tracker.clone());
     let (deployments, deployment_stream) =
         watches::children::<Deployment>(&client, ns, tracker.clone(), "deployments");
     let (services, service_stream) =
         watches::children::<Service>(&client, ns, tracker.clone(), "services");
+    let (namespace_store, namespace_stream) = watches::namespaces(&client, ns, tracker.clone());
     let children = Children {
         deployments,
         services,
@@ -207,15 +220,27 @@ pub async fn run(
         recorder,
         metrics,
         children,
+        levels: namespaces::Levels::new(namespace_store),
         config,
         failures: Mutex::default(),
         synced: tracker.subscribe(),
     });
 
     info!(concurrency, "controller starting");
+    // NB: a namespace's enforce label changing re-renders its AppServices under the new level.
+    let apps_in = app_store.clone();
     let mut controller = Controller::for_stream(app_stream, app_store)
         .owns_stream(deployment_stream)
-        .owns_stream(service_stream);
+        .owns_stream(service_stream)
+        .watches_stream(namespace_stream, move |ns| {
+            let name = ns.name_any();
+            apps_in
+                .state()
+                .into_iter()
+                .filter(|app| app.namespace().as_deref() == Some(name.as_str()))
+                .map(|app| ObjectRef::from_obj(&*app))
+                .collect::<Vec<_>>()
+        });
     if let Some(swapped) = swapped {
         controller = controller.reconcile_all_on(swapped);
     }

@@ -22,9 +22,11 @@ use crate::{Error, Result, error_chain};
 
 /// Reconciles one AppService. The root span of everything the controller does for it.
 ///
-/// A failing guest leaves the children untouched: nothing is applied or deleted, the failure is
-/// reported in the status (`GuestError`) and as a Warning Event, and the error goes to
-/// [`super::error_policy`] for a retry with backoff.
+/// A failing guest, or output the host refuses, leaves the children untouched: nothing is
+/// applied or deleted, the failure is reported in the status (`GuestError`, reason
+/// `OutputRefused` for a refusal) and as a Warning Event, and the error goes to
+/// [`super::error_policy`] for a retry with backoff. So does a child that exists under another
+/// controller (`ChildConflict`): nothing is adopted.
 #[instrument(skip_all, fields(namespace, name, generation, guest))]
 pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action> {
     let span = Span::current();
@@ -46,20 +48,22 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let objects = match rendered {
         Ok(objects) => objects,
         Err(err) => {
-            let (_, reason) = super::guest_error_kind(&err);
+            let (event, outcome) = match &err {
+                guest::Error::Refused(refused) => {
+                    ctx.metrics.output_refused(&refused.rules());
+                    let message = refused.to_string();
+                    ("OutputRefused", Outcome::OutputRefused { message })
+                }
+                other => {
+                    let (_, reason) = super::guest_error_kind(other);
+                    let message = error_chain(other);
+                    ("GuestFailed", Outcome::GuestFailed { reason, message })
+                }
+            };
             let error = Error::Guest(err);
             let message = error_chain(&error);
-            warn!(error = %message, "guest failed; children left untouched");
-            publish(
-                &ctx,
-                &app,
-                EventType::Warning,
-                "GuestFailed",
-                "Render",
-                message.clone(),
-            )
-            .await;
-            let outcome = Outcome::GuestFailed { reason, message };
+            warn!(error = %message, "guest output not applied; children left untouched");
+            publish(&ctx, &app, EventType::Warning, event, "Render", message).await;
             write_status_or_log(&ctx, &app, &outcome).await;
             return Err(error);
         }
@@ -70,16 +74,22 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
         Ok(applied) => applied,
         Err(error) => {
             let message = error_chain(&error);
-            publish(
-                &ctx,
-                &app,
-                EventType::Warning,
-                "ApplyFailed",
-                "Apply",
-                message.clone(),
-            )
-            .await;
-            write_status_or_log(&ctx, &app, &Outcome::ApplyFailed { message }).await;
+            let (reason, outcome) = match &error {
+                Error::ChildConflict { .. } => (
+                    "ChildConflict",
+                    Outcome::ChildConflict {
+                        message: message.clone(),
+                    },
+                ),
+                _ => (
+                    "ApplyFailed",
+                    Outcome::ApplyFailed {
+                        message: message.clone(),
+                    },
+                ),
+            };
+            publish(&ctx, &app, EventType::Warning, reason, "Apply", message).await;
+            write_status_or_log(&ctx, &app, &outcome).await;
             return Err(error);
         }
     };
@@ -152,7 +162,7 @@ async fn call(
 ) -> Result<Vec<DesiredObject>, guest::Error> {
     let rendered = {
         let _guest_timer = ctx.metrics.guest_call();
-        policy.render(app).await
+        policy.render(app, ctx.namespace_level(app)).await
     };
     if let Err(err) = &rendered {
         ctx.metrics.guest_failed(super::guest_error_kind(err).0);

@@ -35,6 +35,17 @@ pub enum Outcome<'a> {
         /// The error, human-readable.
         message: String,
     },
+    /// The host refused the guest's output (the output policy); nothing was applied or deleted.
+    OutputRefused {
+        /// The refusals, with the field paths.
+        message: String,
+    },
+    /// A child the guest emits exists and is not controlled by the AppService; nothing was
+    /// applied or deleted.
+    ChildConflict {
+        /// Which object, and who controls it.
+        message: String,
+    },
     /// The guest rendered but applying (or pruning) failed part-way.
     ApplyFailed {
         /// The error, human-readable.
@@ -108,6 +119,22 @@ pub fn desired(app: &AppService, outcome: &Outcome<'_>, now: Timestamp) -> AppSe
             set(READY, false, "GuestError", why);
             set(GUEST_ERROR, true, reason, message.clone());
             set(DEGRADED, false, "AsExpected", "no problem found".to_owned());
+        }
+        Outcome::OutputRefused { message } => {
+            let why = format!("the output was refused, children left as they were: {message}");
+            set(READY, false, "OutputRefused", why);
+            set(GUEST_ERROR, true, "OutputRefused", message.clone());
+            set(DEGRADED, false, "AsExpected", "no problem found".to_owned());
+        }
+        Outcome::ChildConflict { message } => {
+            set(READY, false, "ChildConflict", message.clone());
+            set(
+                GUEST_ERROR,
+                false,
+                "Rendered",
+                "the guest rendered".to_owned(),
+            );
+            set(DEGRADED, true, "ChildConflict", message.clone());
         }
         Outcome::ApplyFailed { message } => {
             set(READY, false, "ApplyFailed", message.clone());

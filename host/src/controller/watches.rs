@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use futures::{Stream, TryStreamExt};
 use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -127,6 +129,39 @@ where
             }
         })
         .touched_objects();
+    (store, stream)
+}
+
+/// A cache of the metadata of every namespace (or of `only`), for the Pod Security level their
+/// labels enforce, and the stream that keeps it, which yields a namespace when its labels
+/// change.
+pub fn namespaces(
+    client: &Client,
+    only: Option<&str>,
+    tracker: Arc<SyncTracker>,
+) -> (
+    Store<PartialObjectMeta<Namespace>>,
+    impl Stream<Item = Result<PartialObjectMeta<Namespace>, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let mut config = watcher::Config::default().any_semantic();
+    if let Some(name) = only {
+        config = config.fields(&format!("metadata.name={name}"));
+    }
+    // NB: an `Api` of `PartialObjectMeta` makes metadata-only requests.
+    let stream = watcher(
+        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+        config,
+    )
+    .default_backoff()
+    .reflect(writer)
+    .inspect_ok(move |event| {
+        if matches!(event, watcher::Event::InitDone) {
+            tracker.listed("namespaces");
+        }
+    })
+    .applied_objects()
+    .predicate_filter(predicates::labels, Default::default());
     (store, stream)
 }
 

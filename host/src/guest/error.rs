@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use super::admission::Refused;
 use super::validate::Violation;
 
 /// A boxed error source; wasmtime's own error type does not leave `guest/`.
@@ -52,6 +53,10 @@ pub enum Error {
     /// The guest returned objects the host refuses to apply.
     #[error("guest produced invalid output")]
     InvalidOutput(#[from] Violation),
+    /// The host refused the guest's output: it breaks the output policy (pod security,
+    /// Services, ServiceAccounts, object count). Nothing of it may be applied.
+    #[error(transparent)]
+    Refused(#[from] Refused),
     /// The guest refused the AppService (a `policy-error` result).
     #[error("guest rejected the AppService")]
     Policy(#[from] PolicyError),
@@ -73,6 +78,7 @@ impl Error {
             Error::Fuel(_) => "fuel",
             Error::Memory(_) => "memory",
             Error::InvalidOutput(_) => "invalid_output",
+            Error::Refused(_) => "refused",
             Error::Policy(_) => "policy",
             Error::Task(_) => "task",
         }

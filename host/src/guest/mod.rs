@@ -12,6 +12,7 @@
 //! let apply = stamp::stamp(&app, policy.digest(), desired); // what server-side apply sends
 //! ```
 
+pub mod admission;
 mod bindings;
 mod engine;
 mod error;
@@ -60,11 +61,13 @@ pub struct Config {
     pub allowed_kinds: Vec<(String, String)>,
     /// Cap on the total size of one call's output, in bytes.
     pub max_output_bytes: usize,
+    /// What the output may contain: pod security, Services, ServiceAccounts, object count.
+    pub output: admission::Config,
 }
 
 impl Default for Config {
     /// 100 ms deadline, 64 MiB memory, no fuel, no disk cache, `apps/v1 Deployment` and
-    /// `v1 Service`, 1 MiB of output.
+    /// `v1 Service`, 1 MiB of output, the default [`admission::Config`].
     fn default() -> Self {
         Self {
             deadline: Duration::from_millis(100),
@@ -76,6 +79,7 @@ impl Default for Config {
                 ("v1".into(), "Service".into()),
             ],
             max_output_bytes: 1 << 20,
+            output: admission::Config::default(),
         }
     }
 }
@@ -120,6 +124,9 @@ impl Runtime {
             return Err(Error::Config(format!(
                 "{a} {k} is cluster-scoped or RBAC; guests may never emit it"
             )));
+        }
+        if let Some(problem) = config.output.problem() {
+            return Err(Error::Config(problem));
         }
         if config.deadline.is_zero() || config.memory_limit == 0 || config.max_output_bytes == 0 {
             return Err(Error::Config(
@@ -242,9 +249,16 @@ impl Policy {
         &self.loaded.inspection
     }
 
-    /// Renders an AppService into validated desired objects, in a fresh sandbox, off the async
-    /// runtime. At most 64 calls per runtime run at once; more wait for a slot.
-    pub async fn render(&self, app: &AppService) -> Result<Vec<DesiredObject>, Error> {
+    /// Renders an AppService into validated, admitted desired objects, in a fresh sandbox, off
+    /// the async runtime. `namespace` is the level the AppService's namespace enforces (its
+    /// `pod-security.kubernetes.io/enforce` label, see [`admission::namespace_level`]), if any;
+    /// the stricter of it and the configured level applies. At most 64 calls per runtime run at
+    /// once; more wait for a slot.
+    pub async fn render(
+        &self,
+        app: &AppService,
+        namespace: Option<admission::Level>,
+    ) -> Result<Vec<DesiredObject>, Error> {
         let permits = self.runtime.shared.permits.clone();
         // NB: the semaphore is never closed, so acquiring only waits.
         let permit = permits
@@ -255,7 +269,7 @@ impl Policy {
         let this = self.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            this.render_input(&input)
+            this.render_input(&input, namespace)
         })
         .await
         .map_err(Error::Task)?
@@ -263,8 +277,21 @@ impl Policy {
 
     /// [`Policy::render`] on the current thread. It blocks for the whole guest call (up to the
     /// deadline): use it from blocking contexts only, e.g. benchmarks and tests.
-    pub fn render_blocking(&self, app: &AppService) -> Result<Vec<DesiredObject>, Error> {
-        self.render_input(&bindings::to_input(app))
+    pub fn render_blocking(
+        &self,
+        app: &AppService,
+        namespace: Option<admission::Level>,
+    ) -> Result<Vec<DesiredObject>, Error> {
+        self.render_input(&bindings::to_input(app), namespace)
+    }
+
+    /// For benchmarks only: [`Policy::render_blocking`] without the admission rules, to measure
+    /// what they cost. Not part of the API.
+    #[doc(hidden)]
+    pub fn bench_render_unadmitted(&self, app: &AppService) -> Result<usize, Error> {
+        let input = bindings::to_input(app);
+        let raw = self.call(&input)?.map_err(|e| Error::Policy(e.into()))?;
+        Ok(validate::validate(raw, &self.rules(&input))?.len())
     }
 
     /// For benchmarks only: one fresh-Store guest call without output validation, returning
@@ -279,10 +306,21 @@ impl Policy {
     fn render_input(
         &self,
         input: &bindings::types::AppService,
+        namespace: Option<admission::Level>,
     ) -> Result<Vec<DesiredObject>, Error> {
         let raw = self.call(input)?.map_err(|e| Error::Policy(e.into()))?;
+        let output = &self.runtime.shared.config.output;
+        let level = output.level(namespace);
+        // NB: the count is checked before any body is parsed.
+        admission::admit_count(output, level, raw.len())?;
+        let objects = validate::validate(raw, &self.rules(input))?;
+        admission::admit(output, level, &objects)?;
+        Ok(objects)
+    }
+
+    fn rules<'a>(&'a self, input: &'a bindings::types::AppService) -> validate::Rules<'a> {
         let config = &self.runtime.shared.config;
-        let rules = validate::Rules {
+        validate::Rules {
             allowed_kinds: &config.allowed_kinds,
             namespace: input
                 .metadata
@@ -290,8 +328,7 @@ impl Policy {
                 .as_deref()
                 .unwrap_or(crate::consts::DEFAULT_NAMESPACE),
             max_output_bytes: config.max_output_bytes,
-        };
-        Ok(validate::validate(raw, &rules)?)
+        }
     }
 
     fn call(&self, input: &bindings::types::AppService) -> Result<store::Output, Error> {

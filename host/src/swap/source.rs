@@ -26,7 +26,7 @@ use crate::consts::{
 };
 use crate::crd::AppService;
 use crate::metrics::Metrics;
-use crate::{controller, error_chain, guest};
+use crate::{controller, error_chain, guest, namespaces};
 
 /// Where the guests come from.
 #[derive(Clone, Debug)]
@@ -68,6 +68,9 @@ pub enum Rejection {
     /// The live AppServices could not be listed for the dry run.
     #[error("failed to list AppServices for the dry run")]
     List(#[source] kube::Error),
+    /// The namespaces' Pod Security labels could not be read for the dry run.
+    #[error("failed to read the namespaces of the AppServices for the dry run")]
+    Namespaces(#[source] kube::Error),
     /// A guest failed on a live AppService.
     #[error(transparent)]
     DryRun(#[from] Failure),
@@ -82,6 +85,7 @@ impl Rejection {
             Rejection::Load { .. } => "load",
             Rejection::Pin { .. } => "pin",
             Rejection::List(_) => "list",
+            Rejection::Namespaces(_) => "namespaces",
             Rejection::DryRun(_) => "dry_run",
         }
     }
@@ -280,7 +284,14 @@ impl Source {
             .list(&ListParams::default())
             .await
             .map_err(Rejection::List)?;
-        let rendered = validate::dry_run(&set, &apps.items).await?;
+        let namespaces = apps
+            .items
+            .iter()
+            .filter_map(|a| a.metadata.namespace.as_deref());
+        let levels = namespaces::lookup(&self.client, namespaces)
+            .await
+            .map_err(Rejection::Namespaces)?;
+        let rendered = validate::dry_run(&set, &apps.items, &levels).await?;
         Ok((set, rendered))
     }
 

@@ -1,12 +1,14 @@
 //! The dry run a candidate set of guests must pass before it is put in force: every live
 //! AppService rendered, in the sandbox, by the guest that would govern it. Nothing is written.
 
+use std::collections::HashMap;
+
 use futures::{StreamExt, stream};
 use kube::ResourceExt;
 
 use super::Set;
 use crate::crd::AppService;
-use crate::guest;
+use crate::guest::{self, admission::Level};
 
 /// Most dry-run renders at once (the runtime caps sandbox instances on its own as well).
 const CONCURRENCY: usize = 16;
@@ -30,18 +32,26 @@ pub struct Failure {
     pub source: guest::Error,
 }
 
-/// Renders every AppService in `apps` through the guest `set` selects for it. Returns how many
-/// were rendered, or the first failure.
-pub async fn dry_run(set: &Set, apps: &[AppService]) -> Result<usize, Failure> {
+/// Renders every AppService in `apps` through the guest `set` selects for it, under the output
+/// policy at the level `levels` gives for its namespace. Returns how many were rendered, or the
+/// first failure.
+pub async fn dry_run(
+    set: &Set,
+    apps: &[AppService],
+    levels: &HashMap<String, Option<Level>>,
+) -> Result<usize, Failure> {
     // NB: owned futures (no closures over borrowed AppServices in the stream), so the caller's
     // future stays `Send` for `tokio::spawn`.
     let renders: Vec<_> = apps
         .iter()
         .map(|app| {
             let policy = set.select(app).policy;
+            let level = app
+                .namespace()
+                .and_then(|ns| levels.get(&ns).copied().flatten());
             let app = app.clone();
             async move {
-                let result = policy.render(&app).await;
+                let result = policy.render(&app, level).await;
                 result.err().map(|e| {
                     let digest = policy.digest().to_owned();
                     (

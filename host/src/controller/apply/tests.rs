@@ -89,3 +89,50 @@ fn kinds_are_recognised_by_api_version_and_kind() {
     assert_eq!(ChildKind::of("v1", "ConfigMap"), None);
     assert_eq!(ChildKind::of("extensions/v1beta1", "Deployment"), None);
 }
+
+fn meta(value: serde_json::Value) -> ObjectMeta {
+    serde_json::from_value(value).expect("valid ObjectMeta")
+}
+
+#[test]
+fn only_the_controller_or_an_adoption_opt_in_may_write_an_existing_child() {
+    let app = AppService::test();
+    let uid = app.uid().expect("the fixture has a uid");
+    let ours = meta(json!({"ownerReferences": [
+        {"apiVersion": "v1", "kind": "AppService", "name": "nginx", "uid": uid, "controller": true}
+    ]}));
+    assert_eq!(ownership(&ours, &app), Ok(()));
+
+    let users = meta(json!({"name": "nginx"}));
+    assert_eq!(
+        ownership(&users, &app),
+        Err("it has no controller".to_owned())
+    );
+
+    let other = meta(json!({"ownerReferences": [
+        {"apiVersion": "v1", "kind": "AppService", "name": "other", "uid": "u-2", "controller": true}
+    ]}));
+    let owner = ownership(&other, &app).expect_err("another AppService's child");
+    assert!(owner.contains("AppService other (uid u-2)"), "{owner}");
+
+    let merely_owned = meta(json!({"ownerReferences": [
+        {"apiVersion": "v1", "kind": "AppService", "name": "nginx", "uid": uid}
+    ]}));
+    assert!(
+        ownership(&merely_owned, &app).is_err(),
+        "a non-controller reference is not control"
+    );
+
+    let opted_in = meta(json!({"annotations": {ANNOTATION_ADOPT: "nginx"}}));
+    assert_eq!(ownership(&opted_in, &app), Ok(()));
+    let for_another = meta(json!({"annotations": {ANNOTATION_ADOPT: "web"}}));
+    assert!(ownership(&for_another, &app).is_err());
+    let controlled_and_annotated = meta(json!({
+        "annotations": {ANNOTATION_ADOPT: "nginx"},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "AppService", "name": "other", "uid": "u-2", "controller": true}],
+    }));
+    assert!(
+        ownership(&controlled_and_annotated, &app).is_err(),
+        "the annotation never takes a child from another controller"
+    );
+}

@@ -117,6 +117,38 @@ fn apply_failure_is_degraded() {
 }
 
 #[test]
+fn refused_output_names_the_field_in_guest_error_and_ready() {
+    let refused = Outcome::OutputRefused {
+        message: "Deployment/web spec.template.spec.hostNetwork: must be false".into(),
+    };
+    let status = desired(&AppService::test(), &refused, at(0));
+    for type_ in [READY, GUEST_ERROR] {
+        let c = get(&status, type_);
+        assert_eq!(c.reason, "OutputRefused", "{type_}");
+        assert!(
+            c.message.contains("spec.template.spec.hostNetwork"),
+            "{type_}"
+        );
+    }
+    assert_eq!(get(&status, READY).status, "False");
+    assert_eq!(get(&status, GUEST_ERROR).status, "True");
+    assert_eq!(get(&status, DEGRADED).status, "False");
+}
+
+#[test]
+fn a_child_conflict_is_degraded_not_a_guest_error() {
+    let conflict = Outcome::ChildConflict {
+        message: "Deployment web already exists and is not controlled by this AppService".into(),
+    };
+    let status = desired(&AppService::test(), &conflict, at(0));
+    assert_eq!(get(&status, READY).reason, "ChildConflict");
+    assert_eq!(get(&status, READY).status, "False");
+    assert_eq!(get(&status, DEGRADED).reason, "ChildConflict");
+    assert_eq!(get(&status, DEGRADED).status, "True");
+    assert_eq!(get(&status, GUEST_ERROR).status, "False");
+}
+
+#[test]
 fn transition_time_moves_only_on_status_change() {
     let mut app = AppService::test();
     app.status = Some(desired(&app, &applied(Some(&deployment(3, 1))), at(0)));

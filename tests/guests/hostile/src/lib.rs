@@ -1,5 +1,6 @@
-//! A hostile guest for the sandbox tests: `metadata.name` picks what it does wrong, unless the
-//! label `hostile.kudevops.io/misdeed` does.
+//! A hostile guest for the sandbox and output policy tests: `metadata.name` picks what it does
+//! wrong, unless the label `hostile.kudevops.io/misdeed` does (and `hostile.kudevops.io/target`
+//! names the object a take-over aims at).
 //!
 //! Any other name renders one valid Deployment (of busybox), so a test can check that the
 //! runtime still serves the next call, and the hot swap tests can let it govern AppServices.
@@ -23,12 +24,14 @@ impl Guest for Hostile {
         static CALLS: AtomicU32 = AtomicU32::new(0);
         let calls = CALLS.fetch_add(1, Ordering::Relaxed) + 1;
         let name = app.metadata.name.as_str();
-        let misdeed = app
-            .metadata
-            .labels
-            .iter()
-            .find(|(k, _)| k == "hostile.kudevops.io/misdeed")
-            .map_or(name, |(_, v)| v.as_str());
+        let label = |key: &str| {
+            app.metadata
+                .labels
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
+        let misdeed = label("hostile.kudevops.io/misdeed").unwrap_or(name);
         match misdeed {
             "loop" => spin(),
             "alloc" => hoard(),
@@ -76,6 +79,52 @@ impl Guest for Hostile {
                     format!(r#"{{"metadata":{{"name":"{name}","labels":{{"x":"{filler}"}}}}}}"#);
                 Ok(vec![object("apps/v1", "Deployment", name, body)])
             }
+            // The output policy's cases: each valid for the API server, refused by the host.
+            "privileged" => Ok(vec![pod(
+                name,
+                r#""hostNetwork":true,"hostPID":true,"volumes":[{"name":"root","hostPath":{"path":"/"}}],"#,
+                r#","securityContext":{"privileged":true},"volumeMounts":[{"name":"root","mountPath":"/host"}]"#,
+            )]),
+            "capabilities" => Ok(vec![pod(
+                name,
+                "",
+                r#","securityContext":{"capabilities":{"add":["SYS_ADMIN"]}}"#,
+            )]),
+            "host-port" => Ok(vec![pod(
+                name,
+                "",
+                r#","ports":[{"containerPort":80,"hostPort":80}]"#,
+            )]),
+            "service-account" => Ok(vec![pod(name, r#""serviceAccountName":"operator","#, "")]),
+            "external-ips" => Ok(vec![
+                deployment(name, ""),
+                service(
+                    name,
+                    r#""selector":{"app":"NAME"},"externalIPs":["203.0.113.7"]"#,
+                ),
+            ]),
+            "foreign-selector" => Ok(vec![
+                deployment(name, ""),
+                service(name, r#""type":"NodePort","selector":{"app":"victim"}"#),
+            ]),
+            "load-balancer" => Ok(vec![
+                deployment(name, ""),
+                service(name, r#""type":"LoadBalancer","selector":{"app":"NAME"}"#),
+            ]),
+            "external-name" => Ok(vec![
+                deployment(name, ""),
+                service(
+                    name,
+                    r#""type":"ExternalName","externalName":"example.com""#,
+                ),
+            ]),
+            "takeover" => Ok(vec![deployment(
+                label("hostile.kudevops.io/target").unwrap_or("victim"),
+                "",
+            )]),
+            "many-objects" => Ok((0..5000)
+                .map(|i| service(&format!("{name}-{i}"), r#""selector":{"app":"NAME"}"#))
+                .collect()),
             _ => Ok(vec![deployment(name, "")]),
         }
     }
@@ -104,6 +153,24 @@ fn deployment(name: &str, extra_meta: &str) -> DesiredObject {
         r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"{extra_meta}}},"spec":{{"replicas":1,"selector":{{"matchLabels":{labels}}},"template":{{"metadata":{{"labels":{labels}}},"spec":{{"containers":[{{"name":"app","image":"busybox"}}]}}}}}}}}"#
     );
     object("apps/v1", "Deployment", name, body)
+}
+
+/// A Deployment whose pod spec starts with `pod_extra` (fields and a trailing comma) and whose
+/// container ends with `container_extra` (a leading comma and fields).
+fn pod(name: &str, pod_extra: &str, container_extra: &str) -> DesiredObject {
+    let labels = format!(r#"{{"app":"{name}"}}"#);
+    let body = format!(
+        r#"{{"metadata":{{"name":"{name}"}},"spec":{{"replicas":1,"selector":{{"matchLabels":{labels}}},"template":{{"metadata":{{"labels":{labels}}},"spec":{{{pod_extra}"containers":[{{"name":"app","image":"busybox"{container_extra}}}]}}}}}}}}"#
+    );
+    object("apps/v1", "Deployment", name, body)
+}
+
+/// A Service with one port and the spec fields `spec` (`NAME` stands for `name`).
+fn service(name: &str, spec: &str) -> DesiredObject {
+    let spec = spec.replace("NAME", name);
+    let body =
+        format!(r#"{{"metadata":{{"name":"{name}"}},"spec":{{{spec},"ports":[{{"port":80}}]}}}}"#);
+    object("v1", "Service", name, body)
 }
 
 fn object(api_version: &str, kind: &str, name: &str, body: String) -> DesiredObject {

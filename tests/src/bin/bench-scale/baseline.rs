@@ -35,7 +35,7 @@ pub async fn run(
     let mut objects = Vec::new();
     for mut app in apps {
         app.metadata.namespace = Some(ns.name().to_owned());
-        let rendered = policy.render(&app).await?;
+        let rendered = policy.render(&app, None).await?;
         objects.extend(stamp(&app, policy.digest(), rendered));
     }
     let writes = objects.len();

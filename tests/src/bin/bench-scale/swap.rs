@@ -223,8 +223,8 @@ mod tests {
         assert_ne!(marked.digest(), original.digest());
         let app = app_operator_e2e::appservice::sample();
         assert_eq!(
-            marked.render_blocking(&app)?,
-            original.render_blocking(&app)?
+            marked.render_blocking(&app, None)?,
+            original.render_blocking(&app, None)?
         );
         Ok(())
     }
