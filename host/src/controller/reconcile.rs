@@ -74,19 +74,13 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
         Ok(applied) => applied,
         Err(error) => {
             let message = error_chain(&error);
-            let (reason, outcome) = match &error {
-                Error::ChildConflict { .. } => (
-                    "ChildConflict",
-                    Outcome::ChildConflict {
-                        message: message.clone(),
-                    },
-                ),
-                _ => (
-                    "ApplyFailed",
-                    Outcome::ApplyFailed {
-                        message: message.clone(),
-                    },
-                ),
+            let reason = match &error {
+                Error::ChildConflict { .. } => "ChildConflict",
+                _ => "ApplyFailed",
+            };
+            let outcome = Outcome::ApplyFailed {
+                reason,
+                message: message.clone(),
             };
             publish(&ctx, &app, EventType::Warning, reason, "Apply", message).await;
             write_status_or_log(&ctx, &app, &outcome).await;

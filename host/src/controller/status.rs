@@ -40,14 +40,11 @@ pub enum Outcome<'a> {
         /// The refusals, with the field paths.
         message: String,
     },
-    /// A child the guest emits exists and is not controlled by the AppService; nothing was
-    /// applied or deleted.
-    ChildConflict {
-        /// Which object, and who controls it.
-        message: String,
-    },
-    /// The guest rendered but applying (or pruning) failed part-way.
+    /// The guest rendered but applying (or pruning) failed part-way, or did not start because
+    /// a child exists under another controller.
     ApplyFailed {
+        /// `ApplyFailed`, or `ChildConflict` when a child is not the AppService's to write.
+        reason: &'a str,
         /// The error, human-readable.
         message: String,
     },
@@ -126,25 +123,15 @@ pub fn desired(app: &AppService, outcome: &Outcome<'_>, now: Timestamp) -> AppSe
             set(GUEST_ERROR, true, "OutputRefused", message.clone());
             set(DEGRADED, false, "AsExpected", "no problem found".to_owned());
         }
-        Outcome::ChildConflict { message } => {
-            set(READY, false, "ChildConflict", message.clone());
+        Outcome::ApplyFailed { reason, message } => {
+            set(READY, false, reason, message.clone());
             set(
                 GUEST_ERROR,
                 false,
                 "Rendered",
                 "the guest rendered".to_owned(),
             );
-            set(DEGRADED, true, "ChildConflict", message.clone());
-        }
-        Outcome::ApplyFailed { message } => {
-            set(READY, false, "ApplyFailed", message.clone());
-            set(
-                GUEST_ERROR,
-                false,
-                "Rendered",
-                "the guest rendered".to_owned(),
-            );
-            set(DEGRADED, true, "ApplyFailed", message.clone());
+            set(DEGRADED, true, reason, message.clone());
         }
     }
     status

@@ -46,6 +46,19 @@ impl SyncTracker {
         self.synced.subscribe()
     }
 
+    /// An `inspect_ok` callback for watch `name`'s event stream: records the watch as listed at
+    /// its first `InitDone`.
+    fn on_listed<K>(
+        tracker: Arc<Self>,
+        name: &'static str,
+    ) -> impl Fn(&watcher::Event<K>) + Send + Sync + 'static {
+        move |event| {
+            if matches!(event, watcher::Event::InitDone) {
+                tracker.listed(name);
+            }
+        }
+    }
+
     fn listed(&self, name: &'static str) {
         let mut pending = self
             .pending
@@ -84,11 +97,7 @@ pub fn apps(
     let stream = watcher(api::<AppService>(client, namespace), config)
         .default_backoff()
         .reflect(writer)
-        .inspect_ok(move |event| {
-            if matches!(event, watcher::Event::InitDone) {
-                tracker.listed("appservices");
-            }
-        })
+        .inspect_ok(SyncTracker::on_listed(tracker, "appservices"))
         .applied_objects()
         // NB: status writes do not bump the generation; without this filter every status write
         // would trigger another reconcile. Labels do not bump it either, but they choose the
@@ -123,11 +132,7 @@ where
         // NB: managedFields are most of a cached object's size and the controller never reads them.
         .modify(|obj| obj.managed_fields_mut().clear())
         .reflect(writer)
-        .inspect_ok(move |event| {
-            if matches!(event, watcher::Event::InitDone) {
-                tracker.listed(name);
-            }
-        })
+        .inspect_ok(SyncTracker::on_listed(tracker, name))
         .touched_objects();
     (store, stream)
 }
@@ -155,11 +160,7 @@ pub fn namespaces(
     )
     .default_backoff()
     .reflect(writer)
-    .inspect_ok(move |event| {
-        if matches!(event, watcher::Event::InitDone) {
-            tracker.listed("namespaces");
-        }
-    })
+    .inspect_ok(SyncTracker::on_listed(tracker, "namespaces"))
     .applied_objects()
     .predicate_filter(predicates::labels, Default::default());
     (store, stream)

@@ -108,6 +108,7 @@ fn guest_failure_keeps_counts_and_digest_and_reports_the_error() {
 #[test]
 fn apply_failure_is_degraded() {
     let failed = Outcome::ApplyFailed {
+        reason: "ApplyFailed",
         message: "failed to apply Service nginx: port taken".into(),
     };
     let status = desired(&AppService::test(), &failed, at(0));
@@ -137,7 +138,8 @@ fn refused_output_names_the_field_in_guest_error_and_ready() {
 
 #[test]
 fn a_child_conflict_is_degraded_not_a_guest_error() {
-    let conflict = Outcome::ChildConflict {
+    let conflict = Outcome::ApplyFailed {
+        reason: "ChildConflict",
         message: "Deployment web already exists and is not controlled by this AppService".into(),
     };
     let status = desired(&AppService::test(), &conflict, at(0));
@@ -173,6 +175,7 @@ fn unchanged_status_is_not_rewritten() {
 #[test]
 fn long_messages_are_truncated() {
     let failed = Outcome::ApplyFailed {
+        reason: "ApplyFailed",
         message: "é".repeat(2000),
     };
     let status = desired(&AppService::test(), &failed, at(0));

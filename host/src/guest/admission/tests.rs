@@ -176,7 +176,7 @@ fn pod_security_findings_become_refusals_with_the_object_and_path() {
         "containers": [{"name": "web", "image": "nginx"}],
         "volumes": [{"name": "root", "hostPath": {"path": "/"}}],
     }));
-    let refused = admit_default(&[hostile.clone()]).expect_err("hostPath at baseline");
+    let refused = admit_default(std::slice::from_ref(&hostile)).expect_err("hostPath at baseline");
     assert_eq!(refused.refusals[0].object, "Deployment/web");
     assert_eq!(
         refused.refusals[0].path,
