@@ -41,6 +41,13 @@ pub const GUEST_KEY: &str = "guest.wasm";
 /// `binaryData` key of the canary guest in the guest ConfigMap.
 pub const CANARY_KEY: &str = "canary.wasm";
 
+/// `binaryData` key of the stable guest's signature in the guest ConfigMap: the content of a
+/// signature file (`app-operator guest sign`), required with `--guest-trusted-key`.
+pub const GUEST_SIGNATURE_KEY: &str = "guest.wasm.sig";
+
+/// `binaryData` key of the canary guest's signature in the guest ConfigMap.
+pub const CANARY_SIGNATURE_KEY: &str = "canary.wasm.sig";
+
 /// Annotation on the guest ConfigMap: the label selector of the AppServices the canary renders.
 pub const ANNOTATION_CANARY_SELECTOR: &str = "apps.kudevops.io/canary-selector";
 

@@ -114,6 +114,36 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A file could not be written.
+    #[error("failed to write {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A guest could not be signed with a private key file.
+    #[error("failed to sign with {path}")]
+    SigningKey {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: swap::trust::Error,
+    },
+    /// A file given as a guest's signature is not one.
+    #[error("{path} is not a guest signature file")]
+    SignatureFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: swap::trust::Error,
+    },
+    /// The keys of `--guest-trusted-key` could not be loaded.
+    #[error("failed to load the trusted guest keys")]
+    TrustedKeys(#[source] swap::trust::Error),
     /// The input is not what the command expects, e.g. not an AppService.
     #[error("{0}")]
     Input(String),
@@ -160,6 +190,10 @@ impl Error {
             Error::CrdNotInstalled(_) => "crd_not_installed",
             Error::KubeConfig(_) | Error::Client(_) => "client",
             Error::Read { .. } => "read",
+            Error::Write { .. } => "write",
+            Error::SigningKey { .. } => "signing_key",
+            Error::SignatureFile { .. } => "signature_file",
+            Error::TrustedKeys(_) => "trusted_keys",
             Error::Input(_) => "input",
             Error::Yaml { .. } => "yaml",
             Error::Serve { .. } => "serve",

@@ -9,6 +9,7 @@ use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP};
 use app_operator::crd::AppService;
 use app_operator::metrics::Metrics;
 use app_operator::server::Readiness;
+use app_operator::swap::trust::TrustedKeys;
 use app_operator::swap::{Guests, source};
 use app_operator::{controller, guest};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -33,6 +34,16 @@ impl SwapOperator {
     /// Installs the CRD and starts the controller for `namespace`, reading guests from
     /// ConfigMap `app-operator-guest` in the same namespace.
     pub async fn start(client: &Client, namespace: &str) -> anyhow::Result<Self> {
+        Self::start_with_keys(client, namespace, None).await
+    }
+
+    /// [`SwapOperator::start`], requiring guests from the ConfigMap to be signed by one of
+    /// `trusted_keys` (as `--guest-trusted-key` does) when given.
+    pub async fn start_with_keys(
+        client: &Client,
+        namespace: &str,
+        trusted_keys: Option<Arc<TrustedKeys>>,
+    ) -> anyhow::Result<Self> {
         app_operator::telemetry::init(app_operator::telemetry::LogFormat::Text);
         operator::install_crd(client).await?;
         let runtime = guest::Runtime::new(guest::Config::default())?;
@@ -43,6 +54,7 @@ impl SwapOperator {
             namespace: namespace.to_owned(),
             name: GUEST_CONFIGMAP.to_owned(),
             apps_namespace: Some(namespace.to_owned()),
+            trusted_keys,
         };
         let base: Arc<[u8]> = guest::default_guest().into();
         let mut source = source::Source::new(
@@ -101,14 +113,22 @@ impl Drop for SwapOperator {
 /// Runs `app-operator guest push <wasm> [--canary selector]` against the test namespace and
 /// waits up to 60 s for the operator's verdict.
 pub async fn push(namespace: &str, wasm: &[u8], canary: Option<&str>) -> anyhow::Result<()> {
+    push_with(push_args(namespace, wasm, canary)?).await
+}
+
+/// The arguments of `app-operator guest push <wasm> [--canary selector]` against the test
+/// namespace, waiting up to 60 s, with `wasm` written to a file; for tests that add flags.
+pub fn push_args(namespace: &str, wasm: &[u8], canary: Option<&str>) -> anyhow::Result<push::Args> {
     let dir = std::env::temp_dir().join(format!("app-operator-push-{namespace}"));
     std::fs::create_dir_all(&dir)?;
     let file = dir.join("guest.wasm");
     std::fs::write(&file, wasm)?;
-    let args = push::Args {
+    Ok(push::Args {
         file,
         canary: canary.map(str::to_owned),
         pin: false,
+        sign_key: None,
+        signature: None,
         configmap: GUEST_CONFIGMAP.to_owned(),
         namespace: Some(namespace.to_owned()),
         wait: 60,
@@ -116,7 +136,11 @@ pub async fn push(namespace: &str, wasm: &[u8], canary: Option<&str>) -> anyhow:
             kubeconfig: Some(cluster::kubeconfig_path()),
             context: None,
         },
-    };
+    })
+}
+
+/// Runs `app-operator guest push` in-process with `args`.
+pub async fn push_with(args: push::Args) -> anyhow::Result<()> {
     push::exec(args)
         .await
         .map_err(|e| anyhow::anyhow!(app_operator::error_chain(&e)))

@@ -1,6 +1,7 @@
 //! The deployable manifests in `config/` against the local control plane: `config/default`
 //! passes a server-side dry run (schema, admission and Pod Security included), the samples too,
-//! and the ServiceMonitor in `config/prometheus` selects the metrics Service.
+//! and the ServiceMonitor in `config/prometheus` selects the metrics Service; the manager mounts
+//! the Secret of trusted guest keys, and the documented overlay turns the check on.
 
 use std::path::PathBuf;
 
@@ -101,6 +102,59 @@ async fn manager_runs_hardened_with_leader_election() -> anyhow::Result<()> {
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     let args = container["args"].as_array().context("no args")?;
     assert!(args.iter().any(|a| a == "--leader-elect"), "{args:?}");
+    Ok(())
+}
+
+/// Where the Deployment mounts the Secret of trusted guest keys.
+const TRUSTED_KEYS: &str = "/etc/app-operator/trusted-keys";
+
+#[test]
+fn manager_mounts_the_trusted_keys_secret_read_only() -> anyhow::Result<()> {
+    let docs = build(&config_dir("default"))?;
+    let pod = &find(&docs, "Deployment")?["spec"]["template"]["spec"];
+    let volume = &pod["volumes"][0];
+    assert_eq!(volume["name"], "guest-trusted-keys");
+    assert_eq!(
+        volume["secret"]["secretName"],
+        "app-operator-guest-trusted-keys"
+    );
+    assert_eq!(volume["secret"]["optional"], true);
+    let mount = &pod["containers"][0]["volumeMounts"][0];
+    assert_eq!(mount["name"], "guest-trusted-keys");
+    assert_eq!(mount["mountPath"], TRUSTED_KEYS);
+    assert_eq!(mount["readOnly"], true);
+    // Off by default: the flag is the admins' choice (see the overlay below).
+    let args = pod["containers"][0]["args"].to_string();
+    assert!(!args.contains("--guest-trusted-key"), "{args}");
+    Ok(())
+}
+
+/// The overlay of docs/operations.md ("Signed guests") that turns signature checking on.
+#[test]
+fn the_signed_guests_overlay_points_the_flag_at_the_secret() -> anyhow::Result<()> {
+    let overlay = std::env::temp_dir().join(format!("app-operator-signed-{}", std::process::id()));
+    std::fs::create_dir_all(&overlay)?;
+    // NB: kustomize takes only a relative path to a base.
+    let up = "../".repeat(overlay.components().count() - 1);
+    let base = std::fs::canonicalize(config_dir("default"))?;
+    let base = format!("{up}{}", base.to_string_lossy().trim_start_matches('/'));
+    let kustomization = format!(
+        "resources:\n- {base}\npatches:\n- target:\n    kind: Deployment\n    \
+         name: app-operator-controller-manager\n  patch: |-\n    - op: add\n      \
+         path: /spec/template/spec/containers/0/args/-\n      \
+         value: --guest-trusted-key={TRUSTED_KEYS}\n"
+    );
+    std::fs::write(overlay.join("kustomization.yaml"), kustomization)?;
+    let docs = build(&overlay.to_string_lossy());
+    let _ = std::fs::remove_dir_all(&overlay);
+    let docs = docs?;
+    let args = &find(&docs, "Deployment")?["spec"]["template"]["spec"]["containers"][0]["args"];
+    let flag = format!("--guest-trusted-key={TRUSTED_KEYS}");
+    assert!(
+        args.as_array()
+            .is_some_and(|a| a.iter().any(|v| *v == flag.as_str())),
+        "{args}"
+    );
     Ok(())
 }
 

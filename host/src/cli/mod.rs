@@ -8,6 +8,7 @@ mod policy;
 pub mod push;
 pub mod render;
 pub mod run;
+pub mod sign;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +48,9 @@ pub enum GuestCommand {
     Inspect(inspect::Args),
     /// Put a guest into the operator's guest ConfigMap, as the stable guest or a canary.
     Push(push::Args),
+    /// Sign a guest with an Ed25519 private key, for an operator run with
+    /// `--guest-trusted-key`.
+    Sign(sign::Args),
 }
 
 /// Sends `tracing` events (guest logs among them) to stderr, filtered by `RUST_LOG` (default
@@ -67,6 +71,7 @@ pub async fn exec(cli: Cli) -> crate::Result<()> {
         Command::Render(args) => render::exec(args).await,
         Command::Guest(GuestCommand::Inspect(args)) => inspect::exec(args).await,
         Command::Guest(GuestCommand::Push(args)) => push::exec(args).await,
+        Command::Guest(GuestCommand::Sign(args)) => sign::exec(args).await,
         Command::Plan(args) => plan::exec(args).await,
         Command::Crd(args) => crd::exec(args).await,
     }

@@ -1,8 +1,9 @@
 //! `app-operator guest push`: puts a guest into the guest ConfigMap through the API, as the
-//! stable guest or as a canary for the AppServices a label selector matches.
+//! stable guest or as a canary for the AppServices a label selector matches, with its
+//! signature when one is given.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::ByteString;
@@ -14,9 +15,10 @@ use super::Connection;
 use crate::consts::{
     ANNOTATION_CANARY_SELECTOR, ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY,
     ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_PIN, ANNOTATION_GUEST_STATE, CANARY_KEY,
-    GUEST_CONFIGMAP, GUEST_KEY,
+    CANARY_SIGNATURE_KEY, GUEST_CONFIGMAP, GUEST_KEY, GUEST_SIGNATURE_KEY,
 };
 use crate::swap::selector;
+use crate::swap::trust::Signature;
 use crate::{Error, Result};
 
 /// Arguments of `app-operator guest push`.
@@ -32,6 +34,15 @@ pub struct Args {
     /// Also pin the stable guest's sha256 (annotation `apps.kudevops.io/guest-sha256`).
     #[arg(long, conflicts_with = "canary")]
     pub pin: bool,
+    /// Sign the guest with this Ed25519 private key (PKCS#8 PEM) and push the signature beside
+    /// it (key `guest.wasm.sig`, or `canary.wasm.sig`), as an operator run with
+    /// `--guest-trusted-key` requires. Without a signature, any previous one of that role is
+    /// removed.
+    #[arg(long, value_name = "KEY.pem", conflicts_with = "signature")]
+    pub sign_key: Option<PathBuf>,
+    /// Push this signature file (made by `app-operator guest sign`) beside the guest.
+    #[arg(long, value_name = "FILE.sig")]
+    pub signature: Option<PathBuf>,
     /// Name of the guest ConfigMap.
     #[arg(long, env = "APP_OPERATOR_GUEST_CONFIGMAP", default_value = GUEST_CONFIGMAP)]
     pub configmap: String,
@@ -55,6 +66,11 @@ pub async fn exec(args: Args) -> Result<()> {
     if let Some(text) = &args.canary {
         selector::parse(text).map_err(|e| Error::Input(e.to_string()))?;
     }
+    let signature = match (&args.sign_key, &args.signature) {
+        (Some(key), _) => Some(super::sign::sign_with(key, &wasm)?),
+        (None, Some(file)) => Some(read_signature(file)?),
+        (None, None) => None,
+    };
     let client = args.connection.client(None).await?;
     let ns = args
         .namespace
@@ -68,6 +84,7 @@ pub async fn exec(args: Args) -> Result<()> {
         &args,
         wasm,
         &digest,
+        signature.as_ref(),
     );
     let written = match existing {
         Some(_) => api.replace(name, &PostParams::default(), &cm).await,
@@ -79,7 +96,8 @@ pub async fn exec(args: Args) -> Result<()> {
     } else {
         "stable"
     };
-    println!("pushed {digest} as the {role} guest to ConfigMap {ns}/{name}");
+    let signed = if signature.is_some() { ", signed," } else { "" };
+    println!("pushed {digest}{signed} as the {role} guest to ConfigMap {ns}/{name}");
     if args.wait > 0 {
         wait(&api, name, &digest, role, Duration::from_secs(args.wait)).await?;
     }
@@ -96,13 +114,41 @@ fn empty(name: &str) -> ConfigMap {
     }
 }
 
-/// The ConfigMap with the guest put in place; the operator's status annotations are cleared so
-/// that the next ones are about this guest.
-fn update(mut cm: ConfigMap, args: &Args, wasm: Vec<u8>, digest: &str) -> ConfigMap {
+/// The signature in file `path`, checked to be one before it is pushed.
+fn read_signature(path: &Path) -> Result<Signature> {
+    let text = std::fs::read(path).map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    Signature::parse(&text).map_err(|source| Error::SignatureFile {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The ConfigMap with the guest and its signature put in place (a guest pushed without one
+/// loses the previous guest's); the operator's status annotations are cleared so that the next
+/// ones are about this guest.
+fn update(
+    mut cm: ConfigMap,
+    args: &Args,
+    wasm: Vec<u8>,
+    digest: &str,
+    signature: Option<&Signature>,
+) -> ConfigMap {
     let data = cm.binary_data.get_or_insert_with(BTreeMap::new);
     let annotations = cm.metadata.annotations.get_or_insert_with(BTreeMap::new);
     annotations.remove(ANNOTATION_GUEST_STATE);
     annotations.remove(ANNOTATION_GUEST_MESSAGE);
+    let signature_key = if args.canary.is_some() {
+        CANARY_SIGNATURE_KEY
+    } else {
+        GUEST_SIGNATURE_KEY
+    };
+    match signature {
+        Some(signature) => data.insert(signature_key.into(), ByteString(signature.to_file())),
+        None => data.remove(signature_key),
+    };
     match &args.canary {
         Some(selector) => {
             data.insert(CANARY_KEY.into(), ByteString(wasm));
@@ -111,6 +157,7 @@ fn update(mut cm: ConfigMap, args: &Args, wasm: Vec<u8>, digest: &str) -> Config
         None => {
             data.insert(GUEST_KEY.into(), ByteString(wasm));
             data.remove(CANARY_KEY);
+            data.remove(CANARY_SIGNATURE_KEY);
             annotations.remove(ANNOTATION_CANARY_SELECTOR);
             if args.pin {
                 annotations.insert(ANNOTATION_GUEST_PIN.into(), digest.to_owned());
@@ -153,4 +200,81 @@ async fn wait(
     Err(Error::Input(format!(
         "no answer from the operator within {timeout:?} (is it running and watching ConfigMap {name}?)"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use k8s_openapi::ByteString;
+
+    use super::{Args, empty, update};
+    use crate::cli::{Cli, Command, GuestCommand};
+    use crate::swap::trust::{self, Signature};
+
+    fn args(line: &[&str]) -> Args {
+        let cli = Cli::try_parse_from([&["app-operator", "guest", "push"], line].concat())
+            .expect("the flags parse");
+        match cli.command {
+            Command::Guest(GuestCommand::Push(args)) => args,
+            other => panic!("not push: {other:?}"),
+        }
+    }
+
+    fn signature(wasm: &[u8]) -> Signature {
+        let pem = include_str!("../../tests/fixtures/keys/trusted.key.pem");
+        trust::sign(pem, wasm).expect("the fixture key signs")
+    }
+
+    fn keys(cm: &k8s_openapi::api::core::v1::ConfigMap) -> Vec<&str> {
+        cm.binary_data
+            .iter()
+            .flat_map(|d| d.keys())
+            .map(String::as_str)
+            .collect()
+    }
+
+    #[test]
+    fn a_signature_goes_beside_its_guest_and_a_stale_one_goes() {
+        let stable = signature(b"stable");
+        let cm = update(
+            empty("g"),
+            &args(&["a.wasm"]),
+            b"stable".to_vec(),
+            "d",
+            Some(&stable),
+        );
+        assert_eq!(keys(&cm), ["guest.wasm", "guest.wasm.sig"]);
+        let data = cm.binary_data.as_ref().expect("binaryData");
+        assert_eq!(data["guest.wasm.sig"], ByteString(stable.to_file()));
+
+        let canary = signature(b"canary");
+        let line = ["b.wasm", "--canary", "track=canary"];
+        let cm = update(cm, &args(&line), b"canary".to_vec(), "d", Some(&canary));
+        assert_eq!(
+            keys(&cm),
+            [
+                "canary.wasm",
+                "canary.wasm.sig",
+                "guest.wasm",
+                "guest.wasm.sig"
+            ]
+        );
+
+        // An unsigned canary drops the canary's stale signature, not the stable guest's.
+        let cm = update(cm, &args(&line), b"other".to_vec(), "d", None);
+        assert_eq!(keys(&cm), ["canary.wasm", "guest.wasm", "guest.wasm.sig"]);
+
+        // Promoting a signed canary, unsigned: both signatures go with the canary.
+        let cm = update(cm, &args(&line), b"canary".to_vec(), "d", Some(&canary));
+        let cm = update(cm, &args(&["b.wasm"]), b"canary".to_vec(), "d", None);
+        assert_eq!(keys(&cm), ["guest.wasm"]);
+    }
+
+    #[test]
+    fn a_key_and_a_signature_file_exclude_each_other() {
+        let both = ["a.wasm", "--sign-key", "k.pem", "--signature", "a.wasm.sig"];
+        let line = [&["app-operator", "guest", "push"][..], &both].concat();
+        assert!(Cli::try_parse_from(line).is_err());
+        assert!(args(&["a.wasm", "--sign-key", "k.pem"]).sign_key.is_some());
+    }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use kube::Client;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::Connection;
 use crate::controller;
@@ -17,6 +17,7 @@ use crate::leader;
 use crate::metrics::{self, Metrics};
 use crate::server::{self, Readiness};
 use crate::swap;
+use crate::swap::trust::TrustedKeys;
 use crate::telemetry::{self, LogFormat};
 use crate::{Error, Result};
 
@@ -40,6 +41,17 @@ pub struct Args {
     /// kubeconfig context's.
     #[arg(long, env = "APP_OPERATOR_GUEST_CONFIGMAP_NAMESPACE")]
     pub guest_configmap_namespace: Option<String>,
+    /// Ed25519 public key (PEM, as `openssl pkey -pubout` writes it), or a directory of such
+    /// `*.pem` keys, that guests from the ConfigMap must be signed with; repeatable (the
+    /// variable takes a comma-separated list). With any, an unsigned or wrongly signed guest is
+    /// rejected. The base guest is not checked.
+    #[arg(
+        long = "guest-trusted-key",
+        value_name = "PATH",
+        env = "APP_OPERATOR_GUEST_TRUSTED_KEYS",
+        value_delimiter = ','
+    )]
+    pub guest_trusted_keys: Vec<PathBuf>,
     /// Wall-clock budget of one guest call, in milliseconds.
     #[arg(long, env = "APP_OPERATOR_GUEST_DEADLINE_MS")]
     pub guest_deadline_ms: Option<u64>,
@@ -153,6 +165,15 @@ impl Args {
         config
     }
 
+    /// The keys of `--guest-trusted-key`, or `None` when none is given.
+    pub fn trusted_keys(&self) -> Result<Option<Arc<TrustedKeys>>> {
+        if self.guest_trusted_keys.is_empty() {
+            return Ok(None);
+        }
+        let keys = TrustedKeys::load(&self.guest_trusted_keys).map_err(Error::TrustedKeys)?;
+        Ok(Some(Arc::new(keys)))
+    }
+
     /// The controller settings.
     pub fn controller_config(&self) -> controller::Config {
         controller::Config {
@@ -167,6 +188,7 @@ impl Args {
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn exec(args: Args) -> Result<()> {
     telemetry::init(args.log_format);
+    let trusted_keys = args.trusted_keys()?;
     let mut registry = metrics::registry();
     let metrics = Metrics::register(&mut registry);
     let client = args.connection.client(Some(&metrics)).await?;
@@ -203,6 +225,9 @@ pub async fn exec(args: Args) -> Result<()> {
     let guests = swap::Guests::new(policy);
     let config = args.controller_config();
     let source = if args.guest_configmap.is_empty() {
+        if trusted_keys.is_some() {
+            warn!("--guest-trusted-key has no effect without a guest ConfigMap");
+        }
         None
     } else {
         let source_config = swap::source::Config {
@@ -212,8 +237,19 @@ pub async fn exec(args: Args) -> Result<()> {
                 .unwrap_or_else(|| client.default_namespace().to_owned()),
             name: args.guest_configmap.clone(),
             apps_namespace: config.namespace.clone(),
+            trusted_keys: trusted_keys.clone(),
         };
         info!(namespace = %source_config.namespace, name = %source_config.name, "reading guests from a ConfigMap");
+        match &trusted_keys {
+            Some(keys) => {
+                let keys: Vec<_> = keys.files().map(|f| f.display().to_string()).collect();
+                info!(
+                    ?keys,
+                    "guests from the ConfigMap must be signed by a trusted key"
+                );
+            }
+            None => info!("guest signatures are not required (no --guest-trusted-key)"),
+        }
         let recorder = config.recorder(&client);
         let source = swap::source::Source::new(
             client.clone(),
@@ -352,6 +388,44 @@ mod tests {
         );
         assert!(
             Cli::try_parse_from(["app-operator", "run", "--leader-elect-lease-secs", "1"]).is_err()
+        );
+    }
+
+    #[test]
+    fn trusted_keys_repeat_and_split_on_commas() {
+        let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/keys");
+        let (trusted, untrusted, p256) = (
+            format!("{fixtures}/trusted.pub.pem"),
+            format!("{fixtures}/untrusted.pub.pem"),
+            format!("{fixtures}/p256.pub.pem"),
+        );
+        let args = |keys: &[&str]| {
+            let mut line = vec!["app-operator", "run"];
+            for key in keys {
+                line.extend(["--guest-trusted-key", key]);
+            }
+            let Command::Run(args) = Cli::try_parse_from(line).expect("parses").command else {
+                panic!("not run");
+            };
+            args
+        };
+        assert!(args(&[]).trusted_keys().expect("no keys").is_none());
+        let both = format!("{trusted},{untrusted}");
+        for line in [
+            vec![trusted.as_str(), untrusted.as_str()],
+            vec![both.as_str()],
+        ] {
+            let keys = args(&line).trusted_keys().expect("they load");
+            assert_eq!(keys.map(|k| k.len()), Some(2));
+        }
+        let err = args(&[&trusted, &p256])
+            .trusted_keys()
+            .expect_err("not Ed25519");
+        let text = crate::error_chain(&err);
+        assert!(
+            text.starts_with("failed to load the trusted guest keys: ")
+                && text.contains("p256.pub.pem"),
+            "{text}"
         );
     }
 }

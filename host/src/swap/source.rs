@@ -4,6 +4,10 @@
 //! Without the ConfigMap (never created, or deleted) the base guest runs: the embedded default
 //! guest, or the `--guest` file. Deleting the ConfigMap therefore reverts to the base guest,
 //! through the same validation, so a running operator behaves as a freshly started one would.
+//!
+//! With trusted keys ([`Config::trusted_keys`]) every guest taken from the ConfigMap must carry
+//! a signature by one of them ([`trust`]), checked before it is loaded; the base guest belongs
+//! to the operator's own deployment and is not checked.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -19,10 +23,11 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::validate::{self, Failure};
-use super::{Canary, Guests, Set, selector};
+use super::{Canary, Guests, Set, selector, trust};
 use crate::consts::{
     ANNOTATION_CANARY_SELECTOR, ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY,
-    ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_PIN, ANNOTATION_GUEST_STATE, CANARY_KEY, GUEST_KEY,
+    ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_PIN, ANNOTATION_GUEST_STATE, CANARY_KEY,
+    CANARY_SIGNATURE_KEY, GUEST_KEY, GUEST_SIGNATURE_KEY,
 };
 use crate::crd::AppService;
 use crate::metrics::Metrics;
@@ -37,6 +42,9 @@ pub struct Config {
     pub name: String,
     /// Namespace of the AppServices the guests govern; `None` for all.
     pub apps_namespace: Option<String>,
+    /// The keys every guest from the ConfigMap must be signed with (`--guest-trusted-key`);
+    /// `None`: no signature is required, and any is ignored.
+    pub trusted_keys: Option<Arc<trust::TrustedKeys>>,
 }
 
 /// Why a candidate was not put in force. [`Rejection::kind`] is a fixed metric label.
@@ -65,6 +73,18 @@ pub enum Rejection {
         /// The pin annotation.
         pin: String,
     },
+    /// Trusted keys are configured and the guest carries no signature (`source` is `None`) or
+    /// one that does not verify.
+    #[error("the {role} guest {digest} {}", signature_problem(.source.as_ref()))]
+    Signature {
+        /// `stable` or `canary`.
+        role: &'static str,
+        /// Digest of the bytes.
+        digest: String,
+        /// Why the signature does not verify.
+        #[source]
+        source: Option<trust::Error>,
+    },
     /// The live AppServices could not be listed for the dry run.
     #[error("failed to list AppServices for the dry run")]
     List(#[source] kube::Error),
@@ -76,6 +96,14 @@ pub enum Rejection {
     DryRun(#[from] Failure),
 }
 
+/// The end of [`Rejection::Signature`]'s message.
+fn signature_problem(source: Option<&trust::Error>) -> &'static str {
+    match source {
+        None => "is not signed, and --guest-trusted-key requires a signature",
+        Some(_) => "fails the signature check",
+    }
+}
+
 impl Rejection {
     /// A fixed, low-cardinality name of the reason.
     pub fn kind(&self) -> &'static str {
@@ -84,6 +112,7 @@ impl Rejection {
             Rejection::Selector(_) => "selector",
             Rejection::Load { .. } => "load",
             Rejection::Pin { .. } => "pin",
+            Rejection::Signature { .. } => "signature",
             Rejection::List(_) => "list",
             Rejection::Namespaces(_) => "namespaces",
             Rejection::DryRun(_) => "dry_run",
@@ -105,7 +134,24 @@ pub struct Source {
     last: Option<(CandidateKey, Option<String>)>,
 }
 
-type CandidateKey = (String, Option<(String, String)>, Option<String>);
+/// What a verdict depends on: a ConfigMap with the key of the last one evaluated gets the same
+/// verdict without being evaluated again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum CandidateKey {
+    /// A malformed ConfigMap, by its problem: never taken for the guests in force, and reported
+    /// once.
+    Malformed(String),
+    /// A well-formed one.
+    Guests {
+        /// The digests of the guests and the canary's selector, as [`Set::key`] gives them.
+        set: (String, Option<(String, String)>),
+        /// The pin annotation.
+        pin: Option<String>,
+        /// The signatures of the stable and the canary guests (a new signature of the same
+        /// guest is checked again).
+        signatures: [Option<Vec<u8>>; 2],
+    },
+}
 
 impl Source {
     /// A source whose base guest (no ConfigMap) is `base`.
@@ -182,22 +228,25 @@ impl Source {
                 .map(|b| b.0.clone())
         };
         let annotation = |key: &str| cm.and_then(|c| c.annotations().get(key).cloned());
-        let stable: Arc<[u8]> = binary(GUEST_KEY).map_or_else(|| self.base.clone(), Into::into);
+        let configured: Option<Arc<[u8]>> = binary(GUEST_KEY).map(Into::into);
+        let stable = configured.clone().unwrap_or_else(|| self.base.clone());
         let canary = binary(CANARY_KEY).map(|wasm| {
             let selector = annotation(ANNOTATION_CANARY_SELECTOR).unwrap_or_default();
             (wasm, selector)
         });
         let pin = annotation(ANNOTATION_GUEST_PIN);
+        let signatures = [binary(GUEST_SIGNATURE_KEY), binary(CANARY_SIGNATURE_KEY)];
         let malformed = cm.and_then(malformed);
-        let key: CandidateKey = match &malformed {
-            // NB: a distinct key, so that a malformed ConfigMap is never taken for the guests
-            // in force, and is reported once.
-            Some(problem) => (format!("malformed: {problem}"), None, None),
-            None => (
-                guest::digest(&stable),
-                canary.as_ref().map(|(w, s)| (guest::digest(w), s.clone())),
-                pin.clone(),
-            ),
+        let key = match &malformed {
+            Some(problem) => CandidateKey::Malformed(problem.clone()),
+            None => CandidateKey::Guests {
+                set: (
+                    guest::digest(&stable),
+                    canary.as_ref().map(|(w, s)| (guest::digest(w), s.clone())),
+                ),
+                pin: pin.clone(),
+                signatures: signatures.clone(),
+            },
         };
         let in_force = self.guests.current().key();
         if let Some((last, rejected)) = &self.last
@@ -209,15 +258,34 @@ impl Source {
             }
             return;
         }
-        if (&key.0, &key.1) == (&in_force.0, &in_force.1) {
-            self.last = Some((key, None));
+        self.last = Some((key.clone(), None));
+        let checked = match malformed {
+            Some(problem) => Err(Rejection::Malformed(problem)),
+            None => {
+                let [stable_signature, canary_signature] = &signatures;
+                let guests = [
+                    configured.as_deref().map(|wasm| Signed {
+                        role: "stable",
+                        wasm,
+                        signature: stable_signature.as_deref(),
+                    }),
+                    canary.as_ref().map(|(wasm, _)| Signed {
+                        role: "canary",
+                        wasm,
+                        signature: canary_signature.as_deref(),
+                    }),
+                ];
+                let keys = self.config.trusted_keys.as_deref();
+                signature_rejection(keys, guests.into_iter().flatten()).map_or(Ok(()), Err)
+            }
+        };
+        if checked.is_ok() && matches!(&key, CandidateKey::Guests { set, .. } if *set == in_force) {
             self.write_status(cm, None).await;
             return;
         }
-        self.last = Some((key.clone(), None));
-        let candidate = match malformed {
-            Some(problem) => Err(Rejection::Malformed(problem)),
-            None => self.candidate(stable, canary, pin).await,
+        let candidate = match checked {
+            Err(rejection) => Err(rejection),
+            Ok(()) => self.candidate(stable, canary, pin).await,
         };
         match candidate {
             Ok((set, rendered)) => {
@@ -355,30 +423,72 @@ impl Source {
     }
 }
 
+/// A guest taken from the ConfigMap, with the signature found beside it.
+struct Signed<'a> {
+    /// `stable` or `canary`.
+    role: &'static str,
+    /// The guest.
+    wasm: &'a [u8],
+    /// The content of its `.sig` key.
+    signature: Option<&'a [u8]>,
+}
+
+/// With trusted keys, the rejection of the first of `guests` that is not signed by one of
+/// them; without, none.
+fn signature_rejection<'a>(
+    keys: Option<&trust::TrustedKeys>,
+    guests: impl IntoIterator<Item = Signed<'a>>,
+) -> Option<Rejection> {
+    let keys = keys?;
+    guests.into_iter().find_map(|guest| {
+        let verified = match guest.signature {
+            Some(signature) => keys.verify(guest.wasm, signature).map_err(Some),
+            None => Err(None),
+        };
+        verified.err().map(|source| Rejection::Signature {
+            role: guest.role,
+            digest: guest::digest(guest.wasm),
+            source,
+        })
+    })
+}
+
 /// What is wrong with the shape of guest ConfigMap `cm`, if anything: the guests belong under
-/// `binaryData` keys [`GUEST_KEY`] and [`CANARY_KEY`], and nothing else is expected there or
+/// `binaryData` keys [`GUEST_KEY`] and [`CANARY_KEY`], their signatures under
+/// [`GUEST_SIGNATURE_KEY`] and [`CANARY_SIGNATURE_KEY`], and nothing else is expected there or
 /// under `data` (a guest under `data`, or a misspelt key, would otherwise be silently ignored
-/// and the base guest run instead). A ConfigMap with no keys at all is well-formed: it holds
-/// no guest.
+/// and the base guest run instead; a signature without its guest is a leftover). A ConfigMap
+/// with no keys at all is well-formed: it holds no guest.
 fn malformed(cm: &ConfigMap) -> Option<String> {
-    let known = [GUEST_KEY, CANARY_KEY];
+    let guests = [GUEST_KEY, CANARY_KEY];
+    let signatures = [GUEST_SIGNATURE_KEY, CANARY_SIGNATURE_KEY];
     if let Some(key) = cm.data.iter().flat_map(|d| d.keys()).next() {
-        let hint = if known.contains(&key.as_str()) {
+        let hint = if guests.contains(&key.as_str()) {
             "; a guest is binary and belongs under binaryData (`app-operator guest push` puts it there)"
+        } else if signatures.contains(&key.as_str()) {
+            "; a signature belongs under binaryData too (`app-operator guest push --signature` puts it there)"
         } else {
             ""
         };
         return Some(format!("unexpected key `{key}` under data{hint}"));
     }
-    cm.binary_data
+    let binary = cm.binary_data.as_ref();
+    let has = |key: &str| binary.is_some_and(|d| d.contains_key(key));
+    if let Some(key) = binary
         .iter()
         .flat_map(|d| d.keys())
-        .find(|key| !known.contains(&key.as_str()))
-        .map(|key| {
-            format!(
-                "unexpected key `{key}` under binaryData; expected `{GUEST_KEY}` and `{CANARY_KEY}`"
-            )
-        })
+        .find(|key| !guests.contains(&key.as_str()) && !signatures.contains(&key.as_str()))
+    {
+        return Some(format!(
+            "unexpected key `{key}` under binaryData; expected `{GUEST_KEY}`, `{CANARY_KEY}` and \
+             their signatures `{GUEST_SIGNATURE_KEY}`, `{CANARY_SIGNATURE_KEY}`"
+        ));
+    }
+    guests
+        .into_iter()
+        .zip(signatures)
+        .find(|(guest, signature)| has(signature) && !has(guest))
+        .map(|(guest, signature)| format!("signature `{signature}` without its guest `{guest}`"))
 }
 
 #[cfg(test)]
@@ -388,7 +498,8 @@ mod tests {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::ConfigMap;
 
-    use super::malformed;
+    use super::{Rejection, Signed, malformed, signature_rejection, trust};
+    use crate::swap::trust::TrustedKeys;
 
     fn cm(data: &[&str], binary: &[&str]) -> ConfigMap {
         let data: BTreeMap<_, _> = data.iter().map(|k| (k.to_string(), "x".into())).collect();
@@ -411,5 +522,94 @@ mod tests {
         assert!(text.contains("belongs under binaryData"), "{text}");
         let typo = malformed(&cm(&[], &["guest.wsm"])).expect("a misspelt key");
         assert!(typo.contains("`guest.wsm` under binaryData"), "{typo}");
+    }
+
+    #[test]
+    fn signatures_sit_beside_their_guests() {
+        let all = [
+            "guest.wasm",
+            "guest.wasm.sig",
+            "canary.wasm",
+            "canary.wasm.sig",
+        ];
+        assert_eq!(malformed(&cm(&[], &all)), None);
+        let text = malformed(&cm(&["guest.wasm.sig"], &["guest.wasm"])).expect("text signature");
+        assert!(
+            text.contains("a signature belongs under binaryData"),
+            "{text}"
+        );
+        let stale = malformed(&cm(&[], &["guest.wasm", "canary.wasm.sig"])).expect("leftover");
+        assert_eq!(
+            stale,
+            "signature `canary.wasm.sig` without its guest `canary.wasm`"
+        );
+    }
+
+    /// The fixture keys of `host/tests/fixtures/keys`.
+    fn keys() -> TrustedKeys {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keys");
+        TrustedKeys::load(&[dir.join("trusted.pub.pem")]).expect("the fixture key loads")
+    }
+
+    fn signature(wasm: &[u8], key: &str) -> Vec<u8> {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keys");
+        let pem = std::fs::read_to_string(dir.join(key)).expect("the fixture key reads");
+        trust::sign(&pem, wasm).expect("it signs").to_file()
+    }
+
+    fn signed<'a>(role: &'static str, wasm: &'a [u8], signature: Option<&'a [u8]>) -> Signed<'a> {
+        Signed {
+            role,
+            wasm,
+            signature,
+        }
+    }
+
+    #[test]
+    fn with_trusted_keys_every_configured_guest_is_signed() {
+        let (stable, canary) = (&b"stable"[..], &b"canary"[..]);
+        let good = signature(stable, "trusted.key.pem");
+        let good_canary = signature(canary, "trusted.key.pem");
+        let keys = keys();
+        // No keys: nothing is checked.
+        assert!(signature_rejection(None, [signed("stable", stable, None)]).is_none());
+        // The base guest (no guest in the ConfigMap) needs no signature.
+        assert!(signature_rejection(Some(&keys), []).is_none());
+        let both = [
+            signed("stable", stable, Some(&good)),
+            signed("canary", canary, Some(&good_canary)),
+        ];
+        assert!(signature_rejection(Some(&keys), both).is_none());
+
+        let unsigned = [
+            signed("stable", stable, Some(&good)),
+            signed("canary", canary, None),
+        ];
+        let unsigned = signature_rejection(Some(&keys), unsigned).expect("an unsigned canary");
+        assert_eq!(unsigned.kind(), "signature");
+        assert_eq!(
+            unsigned.to_string(),
+            format!(
+                "the canary guest {} is not signed, and --guest-trusted-key requires a signature",
+                crate::guest::digest(canary)
+            )
+        );
+        let untrusted = signature(stable, "untrusted.key.pem");
+        let wrong = signature_rejection(Some(&keys), [signed("stable", stable, Some(&untrusted))])
+            .expect("an untrusted key");
+        assert_eq!(
+            crate::error_chain(&wrong),
+            format!(
+                "the stable guest {} fails the signature check: the signature does not verify \
+                 with any trusted key",
+                crate::guest::digest(stable)
+            )
+        );
+        // The signature of another guest.
+        let swapped = signature_rejection(Some(&keys), [signed("stable", canary, Some(&good))]);
+        assert!(matches!(
+            swapped,
+            Some(Rejection::Signature { role: "stable", .. })
+        ));
     }
 }
