@@ -19,6 +19,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use self::pod_security::Finding;
 pub use self::pod_security::{Level, UnknownLevel};
 use super::DesiredObject;
 
@@ -186,35 +187,20 @@ pub(super) fn admit(
         })
         .collect();
     for o in objects {
-        let object = || format!("{}/{}", o.kind, o.name);
+        let mut findings = Vec::new();
         for (template, path) in pod_security::templates(&o.kind, &o.body) {
-            for finding in pod_security::check_template(level, template, &path) {
-                refusals.push(Refusal {
-                    object: object(),
-                    path: finding.path,
-                    rule: finding.rule,
-                    message: finding.message,
-                });
-            }
-            service_account(config, template, &path, &mut |path, message| {
-                refusals.push(Refusal {
-                    object: object(),
-                    path,
-                    rule: "service_account",
-                    message,
-                });
-            });
+            findings.extend(pod_security::check_template(level, template, &path));
+            findings.extend(service_account(config, template, &path));
         }
         if o.api_version == "v1" && o.kind == "Service" {
-            service(config, &o.body, &pod_labels, &mut |path, rule, message| {
-                refusals.push(Refusal {
-                    object: object(),
-                    path,
-                    rule,
-                    message,
-                });
-            });
+            findings.extend(service(config, &o.body, &pod_labels));
         }
+        refusals.extend(findings.into_iter().map(|f| Refusal {
+            object: format!("{}/{}", o.kind, o.name),
+            path: f.path,
+            rule: f.rule,
+            message: f.message,
+        }));
     }
     if refusals.is_empty() {
         Ok(())
@@ -225,14 +211,10 @@ pub(super) fn admit(
 
 /// A pod template's ServiceAccount must be unset, `default` or allowlisted (`serviceAccount` is
 /// the deprecated alias the API server still honours).
-fn service_account(
-    config: &Config,
-    template: &Value,
-    path: &str,
-    refuse: &mut dyn FnMut(String, String),
-) {
+fn service_account(config: &Config, template: &Value, path: &str) -> Vec<Finding> {
+    let mut findings = Vec::new();
     let Some(spec) = template.get("spec") else {
-        return;
+        return findings;
     };
     for field in ["serviceAccountName", "serviceAccount"] {
         let Some(value) = spec.get(field) else {
@@ -249,23 +231,28 @@ fn service_account(
             } else {
                 format!("allowed: {}", config.service_accounts.join(", "))
             };
-            refuse(
-                join(path, &format!("spec.{field}")),
-                format!(
+            findings.push(Finding {
+                path: join(path, &format!("spec.{field}")),
+                rule: "service_account",
+                message: format!(
                     "ServiceAccount {value} is not allowed; pods run as the namespace's default ({allowlist})"
                 ),
-            );
+            });
         }
     }
+    findings
 }
 
 /// A Service's type, external IPs and selector.
-fn service(
-    config: &Config,
-    body: &Value,
-    pod_labels: &[&Map<String, Value>],
-    refuse: &mut dyn FnMut(String, &'static str, String),
-) {
+fn service(config: &Config, body: &Value, pod_labels: &[&Map<String, Value>]) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let mut refuse = |path: &str, rule, message| {
+        findings.push(Finding {
+            path: path.to_owned(),
+            rule,
+            message,
+        });
+    };
     let spec = body.get("spec");
     let field = |name: &str| spec.and_then(|s| s.get(name));
     let type_ = field("type");
@@ -278,7 +265,7 @@ fn service(
     if !allowed {
         let shown = type_.map_or_else(|| "ClusterIP (the default)".to_owned(), Value::to_string);
         refuse(
-            "spec.type".into(),
+            "spec.type",
             "service_type",
             format!(
                 "type {shown} is not allowed (allowed: {})",
@@ -288,7 +275,7 @@ fn service(
     }
     if let Some(ips) = field("externalIPs").filter(|v| !is_empty(v)) {
         refuse(
-            "spec.externalIPs".into(),
+            "spec.externalIPs",
             "external_ips",
             format!("externalIPs {ips} are never allowed (CVE-2020-8554)"),
         );
@@ -306,7 +293,7 @@ fn service(
             |s| Value::Object(s.clone()).to_string(),
         );
         refuse(
-            "spec.selector".into(),
+            "spec.selector",
             "service_selector",
             format!(
                 "selector {shown} does not select the pods of a Deployment this AppService renders; \
@@ -314,6 +301,7 @@ fn service(
             ),
         );
     }
+    findings
 }
 
 fn is_empty(value: &Value) -> bool {
