@@ -102,6 +102,19 @@ impl SwapOperator {
     }
 }
 
+impl SwapOperator {
+    /// Stops the controller and the source, and waits until both are gone, as a terminated
+    /// process would be: [`SwapOperator::start`] again on the same namespace restarts the
+    /// operator on the same ConfigMap.
+    pub async fn stop(mut self) {
+        for task in std::mem::take(&mut self.tasks) {
+            task.abort();
+            // NB: an aborted task ends with a cancellation error; that is the point.
+            let _ = task.await;
+        }
+    }
+}
+
 impl Drop for SwapOperator {
     fn drop(&mut self) {
         for task in &self.tasks {

@@ -1,11 +1,13 @@
 //! Hot swap against the local control plane: each test runs its own operator in-process, with
 //! its guest ConfigMap in the test's namespace, and pushes guests with `guest push`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use app_operator::consts::{
-    ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_STATE, GUEST_CONFIGMAP,
+    ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_DIGEST, ANNOTATION_GUEST_MESSAGE,
+    ANNOTATION_GUEST_STATE, GUEST_CONFIGMAP,
 };
 use app_operator::crd::AppService;
 use app_operator::guest;
@@ -18,6 +20,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
+use wasm_encoder::{ComponentSection, CustomSection};
 
 /// Label the tiered example guest puts on every pod template.
 const TIER: &str = "app.kudevops.io/tier";
@@ -46,6 +49,33 @@ fn labelled(name: &str, labels: &[(&str, &str)]) -> AppService {
 fn fingerprint(d: &Deployment) -> (Option<i64>, String, BTreeMap<String, String>) {
     let spec = serde_json::to_string(&d.spec).unwrap_or_default();
     (d.metadata.generation, spec, d.annotations().clone())
+}
+
+/// `wasm` with an empty custom section named `name` appended: a guest that behaves the same
+/// under another digest.
+fn with_custom_section(wasm: &[u8], name: &str) -> Vec<u8> {
+    let mut out = wasm.to_vec();
+    CustomSection {
+        name: name.into(),
+        data: Cow::Borrowed(&[]),
+    }
+    .append_to_component(&mut out);
+    out
+}
+
+/// Waits until the guest in force has refused AppService `name` (its `GuestError` condition).
+async fn wait_refused(client: &kube::Client, ns: &str, name: &str) -> anyhow::Result<()> {
+    let apps: Api<AppService> = Api::namespaced(client.clone(), ns);
+    let what = format!("AppService {name} to be refused by the guest");
+    wait::until(&what, CONVERGE, || async {
+        let status = apps.get(name).await?.status.unwrap_or_default();
+        let refused = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "GuestError" && c.status == "True");
+        Ok(refused.then_some(()))
+    })
+    .await
 }
 
 fn tier(d: &Deployment) -> Option<String> {
@@ -335,5 +365,91 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
 
     let after = fingerprint(&deployments.get("web").await?);
     assert_eq!(after, before, "plan wrote to the Deployment");
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_accepted_guest_survives_a_restart() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "swap-restart").await?;
+    let operator = SwapOperator::start(&client, ns.name()).await?;
+    for name in ["web", "api"] {
+        create(&client, ns.name(), &sample_named(name)).await?;
+    }
+    push(ns.name(), hostile_guest(), None).await?;
+    let hostile = digest_of(hostile_guest());
+    for name in ["web", "api"] {
+        wait_digest(&client, ns.name(), name, &hostile).await?;
+    }
+    // An AppService the guest in force refuses on purpose: an expected outcome.
+    create(&client, ns.name(), &sample_named("policy-error")).await?;
+    wait_refused(&client, ns.name(), "policy-error").await?;
+    // NB: let the rollout settle so that status writes do not move resourceVersions.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let mut before = Vec::new();
+    for name in ["web", "api"] {
+        before.push(fingerprint(&deployments.get(name).await?));
+    }
+
+    operator.stop().await;
+    let operator = SwapOperator::start(&client, ns.name()).await?;
+    assert_eq!(operator.guests.current().stable.digest(), hostile);
+    // The restart reconciles every AppService; give it the time a swap would take.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (name, version) in ["web", "api"].into_iter().zip(before) {
+        let d = deployments.get(name).await?;
+        assert_eq!(
+            d.annotations().get(ANNOTATION_GUEST_DIGEST),
+            Some(&hostile),
+            "{name}"
+        );
+        assert_eq!(fingerprint(&d), version, "{name} was re-rendered");
+    }
+    assert_eq!(
+        deployments
+            .get_opt("policy-error")
+            .await?
+            .map(|d| d.name_any()),
+        None
+    );
+    let rejections = &operator.metrics.guest_rejections;
+    let dry_run = rejections
+        .get_or_create(&app_operator::metrics::KindLabel { kind: "dry_run" })
+        .get();
+    assert_eq!(dry_run, 0);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
+    let cm = cms.get(GUEST_CONFIGMAP).await?;
+    assert_eq!(
+        cm.annotations()
+            .get(ANNOTATION_GUEST_STATE)
+            .map(String::as_str),
+        Some("Active")
+    );
+    assert_eq!(
+        cm.annotations().get(ANNOTATION_GUEST_ACTIVE),
+        Some(&hostile)
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn failing_only_where_the_guest_in_force_fails_is_no_regression() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "swap-regress").await?;
+    let operator = SwapOperator::start(&client, ns.name()).await?;
+    create(&client, ns.name(), &sample_named("web")).await?;
+    push(ns.name(), hostile_guest(), None).await?;
+    wait_digest(&client, ns.name(), "web", &digest_of(hostile_guest())).await?;
+    create(&client, ns.name(), &sample_named("policy-error")).await?;
+    wait_refused(&client, ns.name(), "policy-error").await?;
+
+    // The same behaviour under another digest: it refuses `policy-error` too.
+    let same = with_custom_section(hostile_guest(), "e2e");
+    push(ns.name(), &same, None).await?;
+    let digest = digest_of(&same);
+    wait_digest(&client, ns.name(), "web", &digest).await?;
+    assert_eq!(operator.guests.current().stable.digest(), digest);
+    assert_eq!(operator.metrics.guest_swaps.get(), 2);
     Ok(())
 }

@@ -5,6 +5,11 @@
 //! guest, or the `--guest` file. Deleting the ConfigMap therefore reverts to the base guest,
 //! through the same validation, so a running operator behaves as a freshly started one would.
 //!
+//! Guests the ConfigMap's status annotations record as accepted are put back in force without
+//! a dry run ([`accepted`]): a restarted operator, or a new leader, keeps the guest the fleet
+//! ran. A candidate whose evaluation failed for a transient reason ([`Rejection::is_transient`])
+//! is not rejected but evaluated again, with backoff.
+//!
 //! With trusted keys ([`Config::trusted_keys`]) every guest taken from the ConfigMap must carry
 //! a signature by one of them ([`trust`]), checked before it is loaded; the base guest belongs
 //! to the operator's own deployment and is not checked.
@@ -12,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -22,7 +28,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::validate::{self, Failure};
+use super::validate::{self, Regressions};
 use super::{Canary, Guests, Set, selector, trust};
 use crate::consts::{
     ANNOTATION_CANARY_SELECTOR, ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY,
@@ -91,9 +97,9 @@ pub enum Rejection {
     /// The namespaces' Pod Security labels could not be read for the dry run.
     #[error("failed to read the namespaces of the AppServices for the dry run")]
     Namespaces(#[source] kube::Error),
-    /// A guest failed on a live AppService.
+    /// The candidate would make things worse than the guests in force on live AppServices.
     #[error(transparent)]
-    DryRun(#[from] Failure),
+    DryRun(#[from] Regressions),
 }
 
 /// The end of [`Rejection::Signature`]'s message.
@@ -118,6 +124,20 @@ impl Rejection {
             Rejection::DryRun(_) => "dry_run",
         }
     }
+
+    /// Whether the verdict says nothing about the candidate, so that it is tried again rather
+    /// than rejected: the API server did not answer, or a blocking task failed.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Rejection::List(_) | Rejection::Namespaces(_) => true,
+            Rejection::Load { source, .. } => matches!(source, guest::Error::Task(_)),
+            Rejection::DryRun(regressions) => regressions.is_transient(),
+            Rejection::Malformed(_)
+            | Rejection::Selector(_)
+            | Rejection::Pin { .. }
+            | Rejection::Signature { .. } => false,
+        }
+    }
 }
 
 /// Watches the guest ConfigMap and keeps [`Guests`] in step with it.
@@ -132,6 +152,28 @@ pub struct Source {
     /// The last candidate evaluated and why it was rejected, so that an unchanged one is not
     /// tried again.
     last: Option<(CandidateKey, Option<String>)>,
+    /// A candidate to evaluate again after a transient failure, and when.
+    retry: Option<Retry>,
+    /// The delay before the next retry; `None` after a verdict.
+    backoff: Option<Duration>,
+    /// Whether no verdict was reached yet in this process, so that guests the ConfigMap
+    /// records as accepted may be restored (later, the same digests under another canary
+    /// selector, which the annotations do not record, are evaluated).
+    starting: bool,
+}
+
+/// The first delay before evaluating a candidate again after a transient failure; it doubles
+/// up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_secs(1);
+
+/// The longest delay between two evaluations of a candidate that keep failing transiently.
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// A candidate whose evaluation failed transiently: what [`Source::evaluate_as`] got.
+struct Retry {
+    cm: Option<ConfigMap>,
+    about: Option<ConfigMap>,
+    at: tokio::time::Instant,
 }
 
 /// What a verdict depends on: a ConfigMap with the key of the last one evaluated gets the same
@@ -173,6 +215,9 @@ impl Source {
             recorder,
             config,
             last: None,
+            retry: None,
+            backoff: None,
+            starting: true,
         }
     }
 
@@ -195,7 +240,20 @@ impl Source {
             watcher(self.api(), watcher::Config::default().fields(&fields)).default_backoff();
         let mut stream = std::pin::pin!(stream.take_until(shutdown));
         let mut seen = false;
-        while let Some(event) = stream.next().await {
+        loop {
+            let retry_at = self.retry.as_ref().map(|r| r.at);
+            let event = tokio::select! {
+                event = stream.next() => match event {
+                    Some(event) => event,
+                    None => break,
+                },
+                () = sleep_until(retry_at) => {
+                    if let Some(Retry { cm, about, .. }) = self.retry.take() {
+                        self.evaluate_as(cm.as_ref(), about.as_ref()).await;
+                    }
+                    continue;
+                }
+            };
             match event {
                 Ok(watcher::Event::Init) => seen = false,
                 Ok(watcher::Event::InitApply(cm) | watcher::Event::Apply(cm)) => {
@@ -222,6 +280,7 @@ impl Source {
     /// [`Source::evaluate`] of `cm`, reporting Events about `about` (a deleted ConfigMap gets
     /// Events but no status annotations).
     async fn evaluate_as(&mut self, cm: Option<&ConfigMap>, about: Option<&ConfigMap>) {
+        self.retry = None;
         let binary = |key: &str| {
             cm.and_then(|c| c.binary_data.as_ref())
                 .and_then(|d| d.get(key))
@@ -249,9 +308,14 @@ impl Source {
             },
         };
         let in_force = self.guests.current().key();
+        let restore = match (&key, cm) {
+            (CandidateKey::Guests { set, .. }, Some(cm)) => self.starting && accepted(cm, set),
+            _ => false,
+        };
         if let Some((last, rejected)) = &self.last
             && *last == key
         {
+            self.backoff = None;
             // NB: `guest push` clears the state annotation; answer it again.
             if cm.is_some_and(|c| !c.annotations().contains_key(ANNOTATION_GUEST_STATE)) {
                 self.write_status(cm, rejected.clone()).await;
@@ -280,15 +344,52 @@ impl Source {
             }
         };
         if checked.is_ok() && matches!(&key, CandidateKey::Guests { set, .. } if *set == in_force) {
+            self.backoff = None;
+            self.starting = false;
             self.write_status(cm, None).await;
             return;
         }
         let candidate = match checked {
             Err(rejection) => Err(rejection),
-            Ok(()) => self.candidate(stable, canary, pin).await,
+            Ok(()) => self.candidate(stable, canary, pin, restore).await,
         };
+        if !matches!(&candidate, Err(r) if r.is_transient()) {
+            self.backoff = None;
+            self.starting = false;
+        }
         match candidate {
-            Ok((set, rendered)) => {
+            Ok((set, None)) => {
+                let digest = set.stable.digest().to_owned();
+                let canary = set.canary.as_ref().map(|c| c.policy.digest().to_owned());
+                self.guests.activate(set.stable, set.canary);
+                self.metrics.guest_swapped();
+                self.metrics.guests_active(&self.guests.current());
+                info!(%digest, ?canary, "guest restored from the ConfigMap's accepted state");
+                let note = match &canary {
+                    Some(c) => format!("stable {digest}, canary {c}; restored, accepted before"),
+                    None => format!("{digest}; restored, accepted before"),
+                };
+                self.report(about, EventType::Normal, "GuestRestored", note)
+                    .await;
+                self.write_status(cm, None).await;
+            }
+            Err(rejection) if rejection.is_transient() => {
+                let message = error_chain(&rejection);
+                self.metrics.guest_rejected(rejection.kind());
+                let delay = self.backoff.unwrap_or(RETRY_MIN);
+                self.backoff = Some((delay * 2).min(RETRY_MAX));
+                warn!(reason = rejection.kind(), error = %message, retry_in = ?delay, "guest evaluation failed; retrying, the guests in force stay");
+                let note = format!("{message}; retrying in {delay:?}");
+                self.report(about, EventType::Warning, "GuestRetrying", note)
+                    .await;
+                self.last = None;
+                self.retry = Some(Retry {
+                    cm: cm.cloned(),
+                    about: about.cloned(),
+                    at: tokio::time::Instant::now() + delay,
+                });
+            }
+            Ok((set, Some(rendered))) => {
                 let digest = set.stable.digest().to_owned();
                 let canary = set.canary.as_ref().map(|c| c.policy.digest().to_owned());
                 self.guests.activate(set.stable, set.canary);
@@ -317,14 +418,16 @@ impl Source {
         }
     }
 
-    /// Loads and checks a candidate set, then dry-runs it; returns it and how many AppServices
-    /// it rendered.
+    /// Loads and checks a candidate set, then, unless it is a `restore` of guests accepted
+    /// before, dry-runs it; returns it and how many AppServices the dry run judged (`None`
+    /// without one).
     async fn candidate(
         &self,
         stable: Arc<[u8]>,
         canary: Option<(Vec<u8>, String)>,
         pin: Option<String>,
-    ) -> Result<(Set, usize), Rejection> {
+        restore: bool,
+    ) -> Result<(Set, Option<usize>), Rejection> {
         let stable = self.load(stable, "stable").await?;
         if let Some(pin) = pin {
             let want = pin.strip_prefix("sha256:").unwrap_or(&pin);
@@ -346,6 +449,9 @@ impl Source {
             canary,
             previous: None,
         };
+        if restore {
+            return Ok((set, None));
+        }
         let apps: Api<AppService> =
             controller::api(&self.client, self.config.apps_namespace.as_deref());
         let apps = apps
@@ -359,8 +465,9 @@ impl Source {
         let levels = namespaces::lookup(&self.client, namespaces)
             .await
             .map_err(Rejection::Namespaces)?;
-        let rendered = validate::dry_run(&set, &apps.items, &levels).await?;
-        Ok((set, rendered))
+        let current = self.guests.current();
+        let judged = validate::dry_run(&current, &set, &apps.items, &levels).await?;
+        Ok((set, Some(judged)))
     }
 
     async fn load(&self, wasm: Arc<[u8]>, role: &'static str) -> Result<guest::Policy, Rejection> {
@@ -421,6 +528,27 @@ impl Source {
             warn!(error = %err, "failed to write the guest status annotations");
         }
     }
+}
+
+/// Sleeps until `at`; forever without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether `cm`'s status annotations record that the operator accepted exactly the guests of
+/// `set` ([`Set::key`]): state `Active`, [`ANNOTATION_GUEST_ACTIVE`] the stable guest's digest
+/// and [`ANNOTATION_GUEST_CANARY`] the canary's (neither a canary nor the annotation). Only the
+/// operator writes these after a verdict, and `guest push` clears the state.
+fn accepted(cm: &ConfigMap, set: &(String, Option<(String, String)>)) -> bool {
+    let annotations = cm.annotations();
+    let get = |key: &str| annotations.get(key).map(String::as_str);
+    let (stable, canary) = set;
+    get(ANNOTATION_GUEST_STATE) == Some("Active")
+        && get(ANNOTATION_GUEST_ACTIVE) == Some(stable.as_str())
+        && get(ANNOTATION_GUEST_CANARY) == canary.as_ref().map(|(digest, _)| digest.as_str())
 }
 
 /// A guest taken from the ConfigMap, with the signature found beside it.
@@ -498,7 +626,7 @@ mod tests {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::ConfigMap;
 
-    use super::{Rejection, Signed, malformed, signature_rejection, trust};
+    use super::{Rejection, Signed, accepted, malformed, signature_rejection, trust};
     use crate::swap::trust::TrustedKeys;
 
     fn cm(data: &[&str], binary: &[&str]) -> ConfigMap {
@@ -543,6 +671,68 @@ mod tests {
             stale,
             "signature `canary.wasm.sig` without its guest `canary.wasm`"
         );
+    }
+
+    fn annotated(annotations: &[(&str, &str)]) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        cm
+    }
+
+    #[test]
+    fn only_guests_recorded_as_accepted_are_restored() {
+        let (state, active, canary) = (
+            "apps.kudevops.io/guest-state",
+            "apps.kudevops.io/guest-active",
+            "apps.kudevops.io/guest-canary",
+        );
+        let stable = ("sha256:a".to_owned(), None);
+        let with_canary = (
+            "sha256:a".to_owned(),
+            Some(("sha256:c".to_owned(), "track=canary".to_owned())),
+        );
+        let cm = annotated(&[(state, "Active"), (active, "sha256:a")]);
+        assert!(accepted(&cm, &stable));
+        assert!(!accepted(&cm, &with_canary), "an unrecorded canary");
+        let cm = annotated(&[
+            (state, "Active"),
+            (active, "sha256:a"),
+            (canary, "sha256:c"),
+        ]);
+        assert!(accepted(&cm, &with_canary));
+        assert!(!accepted(&cm, &stable), "a canary recorded but gone");
+        let changed = ("sha256:b".to_owned(), None);
+        let cm = annotated(&[(state, "Active"), (active, "sha256:a")]);
+        assert!(!accepted(&cm, &changed), "another guest");
+        let cm = annotated(&[(state, "Rejected"), (active, "sha256:a")]);
+        assert!(!accepted(&cm, &stable), "a rejection");
+        assert!(
+            !accepted(&annotated(&[(active, "sha256:a")]), &stable),
+            "pushed, no verdict"
+        );
+    }
+
+    #[test]
+    fn failures_to_evaluate_are_transient_verdicts_are_not() {
+        let unreachable = || kube::Error::Service("connection refused".into());
+        assert!(Rejection::List(unreachable()).is_transient());
+        assert!(Rejection::Namespaces(unreachable()).is_transient());
+        assert!(!Rejection::Malformed("x".into()).is_transient());
+        let pin = Rejection::Pin {
+            digest: "sha256:a".into(),
+            pin: "sha256:b".into(),
+        };
+        assert!(!pin.is_transient());
+        let load = Rejection::Load {
+            role: "stable",
+            source: crate::guest::Error::Config("x".into()),
+        };
+        assert!(!load.is_transient());
     }
 
     /// The fixture keys of `host/tests/fixtures/keys`.

@@ -1,85 +1,289 @@
 //! The dry run a candidate set of guests must pass before it is put in force: every live
-//! AppService rendered, in the sandbox, by the guest that would govern it. Nothing is written.
+//! AppService rendered, in the sandbox, by the guest in force for it and by the guest the
+//! candidate would give it. Only regressions reject the candidate. Nothing is written.
 
 use std::collections::HashMap;
+use std::fmt;
 
 use futures::{StreamExt, stream};
 use kube::ResourceExt;
 
 use super::Set;
 use crate::crd::AppService;
+use crate::error_chain;
 use crate::guest::{self, admission::Level};
 
 /// Most dry-run renders at once (the runtime caps sandbox instances on its own as well).
 const CONCURRENCY: usize = 16;
 
-/// The first AppService (by namespace and name) a candidate failed on.
-#[derive(Debug, thiserror::Error)]
-#[error("guest {digest} failed on AppService {namespace}/{name} ({failed} of {total} failed)")]
-pub struct Failure {
-    /// Digest of the guest that failed.
-    pub digest: String,
+/// Regressions a rejection message names; the rest are counted.
+const LISTED: usize = 10;
+
+/// How one AppService fared under the guest in force and under the candidate: the number of
+/// objects each rendered, or its error.
+#[derive(Debug)]
+pub struct Outcome {
     /// Namespace of the AppService.
     pub namespace: String,
     /// Name of the AppService.
     pub name: String,
-    /// How many AppServices failed.
-    pub failed: usize,
-    /// How many were rendered.
-    pub total: usize,
-    /// What the guest did.
-    #[source]
-    pub source: guest::Error,
+    /// Digest of the candidate's guest for it.
+    pub digest: String,
+    /// The guest in force for it.
+    pub current: Result<usize, guest::Error>,
+    /// The candidate's guest for it.
+    pub candidate: Result<usize, guest::Error>,
 }
 
-/// Renders every AppService in `apps` through the guest `set` selects for it, under the output
-/// policy at the level `levels` gives for its namespace. Returns how many were rendered, or the
-/// first failure.
+/// What the candidate would make worse for one AppService.
+#[derive(Debug)]
+pub enum Problem {
+    /// The guest in force renders it and the candidate fails (trap, limit, refused output,
+    /// policy error, ...).
+    Fails(guest::Error),
+    /// The guest in force renders `children` objects and the candidate none: every child would
+    /// be pruned.
+    PrunesAll {
+        /// Objects the guest in force renders.
+        children: usize,
+    },
+    /// A render could not run at all (its blocking task failed): no verdict, try again.
+    Interrupted(guest::Error),
+}
+
+/// A regression of the candidate on one AppService.
+#[derive(Debug)]
+pub struct Regression {
+    /// Namespace of the AppService.
+    pub namespace: String,
+    /// Name of the AppService.
+    pub name: String,
+    /// Digest of the candidate's guest for it.
+    pub digest: String,
+    /// What would get worse.
+    pub problem: Problem,
+}
+
+impl fmt::Display for Regression {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (digest, ns, name) = (&self.digest, &self.namespace, &self.name);
+        match &self.problem {
+            Problem::Fails(e) => write!(
+                f,
+                "guest {digest} failed on AppService {ns}/{name}: {}",
+                error_chain(e)
+            ),
+            Problem::PrunesAll { children } => write!(
+                f,
+                "guest {digest} renders nothing for AppService {ns}/{name}, which would prune \
+                 its {children} children"
+            ),
+            Problem::Interrupted(e) => write!(
+                f,
+                "the dry run of AppService {ns}/{name} was interrupted: {}",
+                error_chain(e)
+            ),
+        }
+    }
+}
+
+/// The regressions that reject a candidate, sorted by namespace and name.
+#[derive(Debug, thiserror::Error)]
+#[error("{} of {total} AppServices regress: {}", regressions.len(), Listed(regressions))]
+pub struct Regressions {
+    /// Every regression, sorted by namespace and name.
+    pub regressions: Vec<Regression>,
+    /// How many AppServices the dry run covered.
+    pub total: usize,
+}
+
+impl Regressions {
+    /// Whether the verdict may change on its own: a render was interrupted rather than judged.
+    pub fn is_transient(&self) -> bool {
+        self.regressions
+            .iter()
+            .any(|r| matches!(r.problem, Problem::Interrupted(_)))
+    }
+}
+
+/// The first [`LISTED`] regressions, then how many more.
+struct Listed<'a>(&'a [Regression]);
+
+impl fmt::Display for Listed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, regression) in self.0.iter().take(LISTED).enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{regression}")?;
+        }
+        match self.0.len().saturating_sub(LISTED) {
+            0 => Ok(()),
+            more => write!(f, "; and {more} more"),
+        }
+    }
+}
+
+/// The regressions among `outcomes`, sorted by namespace and name. An AppService the guest in
+/// force fails on is never a regression, whatever the candidate does.
+pub fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
+    let mut found: Vec<Regression> = outcomes
+        .into_iter()
+        .filter_map(|o| {
+            let problem = match (o.current, o.candidate) {
+                (Err(e @ guest::Error::Task(_)), _) | (_, Err(e @ guest::Error::Task(_))) => {
+                    Problem::Interrupted(e)
+                }
+                (Err(_), _) => return None,
+                (Ok(_), Err(e)) => Problem::Fails(e),
+                (Ok(children), Ok(0)) if children > 0 => Problem::PrunesAll { children },
+                (Ok(_), Ok(_)) => return None,
+            };
+            Some(Regression {
+                namespace: o.namespace,
+                name: o.name,
+                digest: o.digest,
+                problem,
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    found
+}
+
+/// Renders every AppService in `apps` through the guest `current` selects for it and the one
+/// `candidate` selects, under the output policy at the level `levels` gives for its namespace
+/// (an AppService both select the same guest for is not rendered: nothing can change). Returns
+/// how many AppServices were judged, or the regressions.
 pub async fn dry_run(
-    set: &Set,
+    current: &Set,
+    candidate: &Set,
     apps: &[AppService],
     levels: &HashMap<String, Option<Level>>,
-) -> Result<usize, Failure> {
+) -> Result<usize, Regressions> {
     // NB: owned futures (no closures over borrowed AppServices in the stream), so the caller's
     // future stays `Send` for `tokio::spawn`.
     let renders: Vec<_> = apps
         .iter()
-        .map(|app| {
-            let policy = set.select(app).policy;
+        .filter_map(|app| {
+            let now = current.select(app).policy;
+            let next = candidate.select(app).policy;
+            if now.digest() == next.digest() {
+                return None;
+            }
             let level = app
                 .namespace()
                 .and_then(|ns| levels.get(&ns).copied().flatten());
             let app = app.clone();
-            async move {
-                let result = policy.render(&app, level).await;
-                result.err().map(|e| {
-                    let digest = policy.digest().to_owned();
-                    (
-                        app.namespace().unwrap_or_default(),
-                        app.name_any(),
-                        digest,
-                        e,
-                    )
-                })
-            }
+            Some(async move {
+                let (current, candidate) =
+                    futures::join!(now.render(&app, level), next.render(&app, level));
+                Outcome {
+                    namespace: app.namespace().unwrap_or_default(),
+                    name: app.name_any(),
+                    digest: next.digest().to_owned(),
+                    current: current.map(|objects| objects.len()),
+                    candidate: candidate.map(|objects| objects.len()),
+                }
+            })
         })
         .collect();
-    let mut failures: Vec<(String, String, String, guest::Error)> = stream::iter(renders)
+    let outcomes: Vec<Outcome> = stream::iter(renders)
         .buffer_unordered(CONCURRENCY)
-        .filter_map(futures::future::ready)
         .collect()
         .await;
-    failures.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
-    let failed = failures.len();
-    match failures.into_iter().next() {
-        None => Ok(apps.len()),
-        Some((namespace, name, digest, source)) => Err(Failure {
-            digest,
-            namespace,
-            name,
-            failed,
+    let regressions = regressions(outcomes);
+    if regressions.is_empty() {
+        Ok(apps.len())
+    } else {
+        Err(Regressions {
+            regressions,
             total: apps.len(),
-            source,
-        }),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Outcome, Problem, Regressions, regressions};
+    use crate::guest::Error;
+
+    fn outcome(
+        name: &str,
+        current: Result<usize, Error>,
+        candidate: Result<usize, Error>,
+    ) -> Outcome {
+        Outcome {
+            namespace: "ns".into(),
+            name: name.into(),
+            digest: "sha256:new".into(),
+            current,
+            candidate,
+        }
+    }
+
+    fn deadline() -> Error {
+        Error::Deadline(Duration::from_millis(100))
+    }
+
+    #[test]
+    fn only_what_gets_worse_is_a_regression() {
+        let found = regressions(vec![
+            outcome("renders", Ok(2), Ok(3)),
+            outcome("now-fails", Ok(2), Err(deadline())),
+            outcome("already-fails", Err(deadline()), Err(deadline())),
+            outcome("fixed", Err(deadline()), Ok(2)),
+            outcome("already-fails-empty", Err(deadline()), Ok(0)),
+            outcome("prunes", Ok(2), Ok(0)),
+            outcome("was-empty", Ok(0), Ok(0)),
+        ]);
+        let named: Vec<_> = found.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(named, ["now-fails", "prunes"]);
+        assert!(matches!(
+            found[0].problem,
+            Problem::Fails(Error::Deadline(_))
+        ));
+        assert!(matches!(
+            found[1].problem,
+            Problem::PrunesAll { children: 2 }
+        ));
+    }
+
+    #[test]
+    fn the_message_lists_every_regression_up_to_ten() {
+        let outcomes = (0..12)
+            .rev()
+            .map(|i| outcome(&format!("app-{i:02}"), Ok(1), Err(deadline())))
+            .collect();
+        let rejection = Regressions {
+            regressions: regressions(outcomes),
+            total: 20,
+        };
+        let message = rejection.to_string();
+        assert!(message.starts_with("12 of 20 AppServices regress: guest sha256:new failed on AppService ns/app-00: guest exceeded its deadline of 100ms; "), "{message}");
+        assert!(message.contains("ns/app-09"), "{message}");
+        assert!(!message.contains("ns/app-10"), "{message}");
+        assert!(message.ends_with("; and 2 more"), "{message}");
+        assert!(!rejection.is_transient());
+    }
+
+    #[test]
+    fn a_render_that_could_not_run_is_no_verdict() {
+        let join = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a current-thread runtime builds")
+            .block_on(async {
+                let task = tokio::spawn(std::future::pending::<()>());
+                task.abort();
+                task.await
+            })
+            .expect_err("the task was aborted");
+        let rejection = Regressions {
+            regressions: regressions(vec![outcome("x", Err(Error::Task(join)), Ok(1))]),
+            total: 1,
+        };
+        assert!(rejection.is_transient());
     }
 }
