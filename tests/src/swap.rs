@@ -1,6 +1,7 @@
 //! The operator with its guest ConfigMap source, for the hot swap tests: the ConfigMap lives in
 //! the test's namespace, and `guest push` is run in-process against it.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -16,6 +17,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinHandle;
+use wasm_encoder::{ComponentSection, CustomSection};
 
 use crate::appservice::CONVERGE;
 use crate::{cluster, operator, wait};
@@ -187,4 +189,16 @@ pub async fn wait_digest(
     })
     .await
     .context("the swap did not reach the AppService")
+}
+
+/// `wasm` with an empty custom section named `name` appended: a component that behaves the same
+/// under another digest.
+pub fn with_custom_section(wasm: &[u8], name: &str) -> Vec<u8> {
+    let mut out = wasm.to_vec();
+    CustomSection {
+        name: name.into(),
+        data: Cow::Borrowed(&[]),
+    }
+    .append_to_component(&mut out);
+    out
 }

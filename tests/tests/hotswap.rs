@@ -1,7 +1,6 @@
 //! Hot swap against the local control plane: each test runs its own operator in-process, with
 //! its guest ConfigMap in the test's namespace, and pushes guests with `guest push`.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -13,14 +12,13 @@ use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::testing::{hostile_guest, tiered_guest};
 use app_operator_e2e::appservice::{CONVERGE, create, images, sample_named, wait_event};
-use app_operator_e2e::swap::{SwapOperator, push, wait_digest};
+use app_operator_e2e::swap::{SwapOperator, push, wait_digest, with_custom_section};
 use app_operator_e2e::{TestNamespace, client, wait};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
-use wasm_encoder::{ComponentSection, CustomSection};
 
 /// Label the tiered example guest puts on every pod template.
 const TIER: &str = "app.kudevops.io/tier";
@@ -49,18 +47,6 @@ fn labelled(name: &str, labels: &[(&str, &str)]) -> AppService {
 fn fingerprint(d: &Deployment) -> (Option<i64>, String, BTreeMap<String, String>) {
     let spec = serde_json::to_string(&d.spec).unwrap_or_default();
     (d.metadata.generation, spec, d.annotations().clone())
-}
-
-/// `wasm` with an empty custom section named `name` appended: a guest that behaves the same
-/// under another digest.
-fn with_custom_section(wasm: &[u8], name: &str) -> Vec<u8> {
-    let mut out = wasm.to_vec();
-    CustomSection {
-        name: name.into(),
-        data: Cow::Borrowed(&[]),
-    }
-    .append_to_component(&mut out);
-    out
 }
 
 /// Waits until the guest in force has refused AppService `name` (its `GuestError` condition).

@@ -9,19 +9,18 @@
 //! 2. *rollout*: the example `tiered` guest, which changes every pod template, so each
 //!    Deployment also rolls out (new ReplicaSet, new pod) while the operator re-applies.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP, GUEST_KEY};
 use app_operator::guest;
+use app_operator_e2e::swap::with_custom_section;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
-use wasm_encoder::{ComponentSection, CustomSection};
 
 use crate::{Args, Operator, Stores, http_get, prom};
 
@@ -85,18 +84,6 @@ pub async fn run(
     let tiered = app_operator::testing::tiered_guest();
     let rollout = swap(client, args, ns, operator, "rollout", tiered).await?;
     Ok(vec![metadata, rollout])
-}
-
-/// `wasm` with an empty custom section named `name` appended: a component that behaves the same
-/// under another digest.
-fn with_custom_section(wasm: &[u8], name: &str) -> Vec<u8> {
-    let mut out = wasm.to_vec();
-    CustomSection {
-        name: name.into(),
-        data: Cow::Borrowed(&[]),
-    }
-    .append_to_component(&mut out);
-    out
 }
 
 /// Writes `wasm` into the guest ConfigMap of `ns` and waits for it to reach every AppService.
