@@ -73,7 +73,14 @@ start() {
   shift
   # NB: 9>&- so the component does not inherit (and keep holding) the lock of `up`.
   setsid "$CP_BIN/$name" "$@" </dev/null >"$W/logs/$name.log" 2>&1 9>&- &
-  echo $! >"$W/pids/$name.pid"
+  local pid=$! tries=0
+  echo "$pid" >"$W/pids/$name.pid"
+  # NB: until it execs the component, $! is a forked copy of this shell, whose command line
+  # cp_live_pid does not recognise: wait for the exec (or the process's end), so that wait_for
+  # does not take a component still starting for one that exited.
+  while ! cp_live_pid "$name" >/dev/null && kill -0 "$pid" 2>/dev/null && ((tries++ < 200)); do
+    sleep 0.05
+  done
 }
 
 # Waits until a command succeeds, failing early if the component died: wait_for NAME SECONDS CMD...
