@@ -16,6 +16,7 @@ pub mod swap;
 pub mod telemetry;
 #[cfg(feature = "test-guests")]
 pub mod testing;
+pub mod text;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -116,10 +116,7 @@ fn empty(name: &str) -> ConfigMap {
 
 /// The signature in file `path`, checked to be one before it is pushed.
 fn read_signature(path: &Path) -> Result<Signature> {
-    let text = std::fs::read(path).map_err(|source| Error::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = super::render::read(path)?;
     Signature::parse(&text).map_err(|source| Error::SignatureFile {
         path: path.to_owned(),
         source,

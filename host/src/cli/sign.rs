@@ -42,11 +42,8 @@ pub async fn exec(args: Args) -> Result<()> {
 
 /// Signs `wasm` with the private key in file `key`.
 pub fn sign_with(key: &Path, wasm: &[u8]) -> Result<Signature> {
-    let pem = std::fs::read_to_string(key).map_err(|source| Error::Read {
-        path: key.to_owned(),
-        source,
-    })?;
-    trust::sign(&pem, wasm).map_err(|source| Error::SigningKey {
+    let pem = super::render::read(key)?;
+    trust::sign(&String::from_utf8_lossy(&pem), wasm).map_err(|source| Error::SigningKey {
         path: key.to_owned(),
         source,
     })

@@ -22,6 +22,7 @@ use serde_json::{Map, Value};
 use self::pod_security::Finding;
 pub use self::pod_security::{Level, UnknownLevel};
 use super::DesiredObject;
+use crate::text::Listed;
 
 /// Namespace label whose level applies when it is stricter than [`Config::pod_security`].
 pub const ENFORCE_LABEL: &str = "pod-security.kubernetes.io/enforce";
@@ -134,17 +135,15 @@ impl Refused {
 
 impl fmt::Display for Refused {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "output refused (pod security level {}): ", self.level)?;
-        for (i, r) in self.refusals.iter().take(MAX_LISTED).enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{r}")?;
-        }
-        if self.refusals.len() > MAX_LISTED {
-            write!(f, "; and {} more", self.refusals.len() - MAX_LISTED)?;
-        }
-        Ok(())
+        let listed = Listed {
+            items: &self.refusals,
+            max: MAX_LISTED,
+        };
+        write!(
+            f,
+            "output refused (pod security level {}): {listed}",
+            self.level
+        )
     }
 }
 

@@ -12,6 +12,7 @@ use super::Set;
 use crate::crd::AppService;
 use crate::error_chain;
 use crate::guest::{self, admission::Level};
+use crate::text::Listed;
 
 /// Most dry-run renders at once (the runtime caps sandbox instances on its own as well).
 const CONCURRENCY: usize = 16;
@@ -89,7 +90,7 @@ impl fmt::Display for Regression {
 
 /// The regressions that reject a candidate, sorted by namespace and name.
 #[derive(Debug, thiserror::Error)]
-#[error("{} of {total} AppServices regress: {}", regressions.len(), Listed(regressions))]
+#[error("{} of {total} AppServices regress: {}", regressions.len(), Listed { items: regressions, max: LISTED })]
 pub struct Regressions {
     /// Every regression, sorted by namespace and name.
     pub regressions: Vec<Regression>,
@@ -103,24 +104,6 @@ impl Regressions {
         self.regressions
             .iter()
             .any(|r| matches!(r.problem, Problem::Interrupted(_)))
-    }
-}
-
-/// The first [`LISTED`] regressions, then how many more.
-struct Listed<'a>(&'a [Regression]);
-
-impl fmt::Display for Listed<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, regression) in self.0.iter().take(LISTED).enumerate() {
-            if i > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{regression}")?;
-        }
-        match self.0.len().saturating_sub(LISTED) {
-            0 => Ok(()),
-            more => write!(f, "; and {more} more"),
-        }
     }
 }
 
