@@ -55,6 +55,13 @@ pub const ANNOTATION_CANARY_SELECTOR: &str = "apps.kudevops.io/canary-selector";
 /// `<hex>`); a guest that does not match is rejected.
 pub const ANNOTATION_GUEST_PIN: &str = "apps.kudevops.io/guest-sha256";
 
+/// Annotation on the guest ConfigMap: the sha256 the canary guest must have.
+pub const ANNOTATION_CANARY_PIN: &str = "apps.kudevops.io/canary-sha256";
+
+/// Suffix of the record of the guests in force: a ConfigMap beside the guest ConfigMap, named
+/// `<guest ConfigMap>-accepted`, that only the operator writes.
+pub const RECORD_SUFFIX: &str = "-accepted";
+
 /// Annotation the operator writes on the guest ConfigMap: `Active` or `Rejected`.
 pub const ANNOTATION_GUEST_STATE: &str = "apps.kudevops.io/guest-state";
 

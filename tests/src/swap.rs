@@ -10,6 +10,7 @@ use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP};
 use app_operator::crd::AppService;
 use app_operator::metrics::Metrics;
 use app_operator::server::Readiness;
+use app_operator::swap::pin::Pins;
 use app_operator::swap::trust::TrustedKeys;
 use app_operator::swap::{Guests, source};
 use app_operator::{controller, guest};
@@ -21,6 +22,15 @@ use wasm_encoder::{ComponentSection, CustomSection};
 
 use crate::appservice::CONVERGE;
 use crate::{cluster, operator, wait};
+
+/// What the ConfigMap source of a [`SwapOperator`] checks besides the dry run.
+#[derive(Default)]
+pub struct Options {
+    /// Guests from the ConfigMap must be signed by one of these keys (`--guest-trusted-key`).
+    pub trusted_keys: Option<Arc<TrustedKeys>>,
+    /// The digests the guests must have (`--guest-pin`, `--canary-pin`).
+    pub pins: Pins,
+}
 
 /// The controller and the ConfigMap source, running on tasks of the test's runtime. Dropping it
 /// aborts both.
@@ -36,16 +46,16 @@ impl SwapOperator {
     /// Installs the CRD and starts the controller for `namespace`, reading guests from
     /// ConfigMap `app-operator-guest` in the same namespace.
     pub async fn start(client: &Client, namespace: &str) -> anyhow::Result<Self> {
-        Self::start_with_keys(client, namespace, None).await
+        Self::start_with(client, namespace, Options::default()).await
     }
 
-    /// [`SwapOperator::start`], requiring guests from the ConfigMap to be signed by one of
-    /// `trusted_keys` (as `--guest-trusted-key` does) when given.
-    pub async fn start_with_keys(
+    /// [`SwapOperator::start`] with the source's `options`.
+    pub async fn start_with(
         client: &Client,
         namespace: &str,
-        trusted_keys: Option<Arc<TrustedKeys>>,
+        options: Options,
     ) -> anyhow::Result<Self> {
+        let Options { trusted_keys, pins } = options;
         app_operator::telemetry::init(app_operator::telemetry::LogFormat::Text);
         operator::install_crd(client).await?;
         let runtime = guest::Runtime::new(guest::Config::default())?;
@@ -57,6 +67,7 @@ impl SwapOperator {
             name: GUEST_CONFIGMAP.to_owned(),
             apps_namespace: Some(namespace.to_owned()),
             trusted_keys,
+            pins,
         };
         let base: Arc<[u8]> = guest::default_guest().into();
         let mut source = source::Source::new(

@@ -43,10 +43,12 @@ fn labelled(name: &str, labels: &[(&str, &str)]) -> AppService {
 }
 
 /// What a write by the operator would change: generation, spec and annotations (not the status,
-/// which the cluster's controllers keep writing).
+/// nor the revision annotation, which the cluster's deployment controller writes).
 fn fingerprint(d: &Deployment) -> (Option<i64>, String, BTreeMap<String, String>) {
     let spec = serde_json::to_string(&d.spec).unwrap_or_default();
-    (d.metadata.generation, spec, d.annotations().clone())
+    let mut annotations = d.annotations().clone();
+    annotations.remove("deployment.kubernetes.io/revision");
+    (d.metadata.generation, spec, annotations)
 }
 
 /// Waits until the guest in force has refused AppService `name` (its `GuestError` condition).
@@ -378,6 +380,12 @@ async fn the_accepted_guest_survives_a_restart() -> anyhow::Result<()> {
         before.push(fingerprint(&deployments.get(name).await?));
     }
 
+    // A candidate pushed after it and rejected: the ConfigMap no longer holds the guest in
+    // force, only its record does.
+    let garbage = b"definitely not a wasm component";
+    let err = push(ns.name(), garbage, None).await.expect_err("garbage");
+    assert!(format!("{err:#}").contains("failed to load"), "{err:#}");
+
     operator.stop().await;
     let operator = SwapOperator::start(&client, ns.name()).await?;
     assert_eq!(operator.guests.current().stable.digest(), hostile);
@@ -400,22 +408,30 @@ async fn the_accepted_guest_survives_a_restart() -> anyhow::Result<()> {
         None
     );
     let rejections = &operator.metrics.guest_rejections;
-    let dry_run = rejections
-        .get_or_create(&app_operator::metrics::KindLabel { kind: "dry_run" })
-        .get();
-    assert_eq!(dry_run, 0);
+    let count = |kind| {
+        rejections
+            .get_or_create(&app_operator::metrics::KindLabel { kind })
+            .get()
+    };
+    assert_eq!((count("dry_run"), count("load")), (0, 1));
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
     let cm = cms.get(GUEST_CONFIGMAP).await?;
+    let annotations = cm.annotations();
     assert_eq!(
-        cm.annotations()
-            .get(ANNOTATION_GUEST_STATE)
-            .map(String::as_str),
-        Some("Active")
+        annotations.get(ANNOTATION_GUEST_STATE).map(String::as_str),
+        Some("Rejected"),
+        "the candidate is judged again, against the restored guest"
     );
-    assert_eq!(
-        cm.annotations().get(ANNOTATION_GUEST_ACTIVE),
-        Some(&hostile)
-    );
+    assert_eq!(annotations.get(ANNOTATION_GUEST_ACTIVE), Some(&hostile));
+    let record = cms
+        .get(&app_operator::swap::record::name(GUEST_CONFIGMAP))
+        .await?;
+    let recorded = record
+        .binary_data
+        .as_ref()
+        .and_then(|d| d.get("guest.wasm"))
+        .map(|b| digest_of(&b.0));
+    assert_eq!(recorded, Some(hostile));
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use app_operator::metrics::KindLabel;
 use app_operator::swap::trust::TrustedKeys;
 use app_operator::testing::tiered_guest;
 use app_operator_e2e::appservice::{create, events, sample_named, wait_event};
-use app_operator_e2e::swap::{SwapOperator, push, push_args, push_with, wait_digest};
+use app_operator_e2e::swap::{Options, SwapOperator, push, push_args, push_with, wait_digest};
 use app_operator_e2e::{TestNamespace, client};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -44,7 +44,15 @@ async fn only_guests_signed_by_a_trusted_key_are_accepted() -> anyhow::Result<()
     let client = client().await?;
     let ns = TestNamespace::create(&client, "signing").await?;
     let keys = TrustedKeys::load(&[key("trusted.pub.pem")])?;
-    let operator = SwapOperator::start_with_keys(&client, ns.name(), Some(Arc::new(keys))).await?;
+    let operator = SwapOperator::start_with(
+        &client,
+        ns.name(),
+        Options {
+            trusted_keys: Some(Arc::new(keys)),
+            ..Options::default()
+        },
+    )
+    .await?;
     let default = digest(default_guest());
     let tiered = digest(tiered_guest());
     create(&client, ns.name(), &sample_named("web")).await?;

@@ -13,12 +13,13 @@ use kube::{Api, ResourceExt};
 
 use super::Connection;
 use crate::consts::{
-    ANNOTATION_CANARY_SELECTOR, ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY,
-    ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_PIN, ANNOTATION_GUEST_STATE, CANARY_KEY,
-    CANARY_SIGNATURE_KEY, GUEST_CONFIGMAP, GUEST_KEY, GUEST_SIGNATURE_KEY,
+    ANNOTATION_CANARY_PIN, ANNOTATION_CANARY_SELECTOR, ANNOTATION_GUEST_ACTIVE,
+    ANNOTATION_GUEST_CANARY, ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_PIN,
+    ANNOTATION_GUEST_STATE, CANARY_KEY, CANARY_SIGNATURE_KEY, GUEST_CONFIGMAP, GUEST_KEY,
+    GUEST_SIGNATURE_KEY,
 };
-use crate::swap::selector;
 use crate::swap::trust::Signature;
+use crate::swap::{pin, selector};
 use crate::{Error, Result};
 
 /// Arguments of `app-operator guest push`.
@@ -31,8 +32,10 @@ pub struct Args {
     /// is removed (which is how a canary is promoted: push it again without `--canary`).
     #[arg(long)]
     pub canary: Option<String>,
-    /// Also pin the stable guest's sha256 (annotation `apps.kudevops.io/guest-sha256`).
-    #[arg(long, conflicts_with = "canary")]
+    /// Also pin the guest's sha256 (annotation `apps.kudevops.io/guest-sha256`, or
+    /// `apps.kudevops.io/canary-sha256` with `--canary`), moving a pin already there. Without
+    /// it, a guest that does not match the ConfigMap's pin for its role is not pushed.
+    #[arg(long)]
     pub pin: bool,
     /// Sign the guest with this Ed25519 private key (PKCS#8 PEM) and push the signature beside
     /// it (key `guest.wasm.sig`, or `canary.wasm.sig`), as an operator run with
@@ -79,6 +82,11 @@ pub async fn exec(args: Args) -> Result<()> {
     let api: Api<ConfigMap> = Api::namespaced(client, &ns);
     let name = &args.configmap;
     let existing = api.get_opt(name).await.map_err(Error::GuestSource)?;
+    if !args.pin
+        && let Some(problem) = stale_pin(existing.as_ref(), args.canary.is_some(), &digest)
+    {
+        return Err(Error::Input(format!("ConfigMap {ns}/{name} {problem}")));
+    }
     let cm = update(
         existing.clone().unwrap_or_else(|| empty(name)),
         &args,
@@ -123,6 +131,25 @@ fn read_signature(path: &Path) -> Result<Signature> {
     })
 }
 
+/// What is wrong with pushing a guest of digest `digest` (as the canary when `canary`) to
+/// ConfigMap `cm` without moving its pin: the pin the ConfigMap sets for that role, if it is
+/// another digest. The operator would reject the guest; say so before pushing it.
+fn stale_pin(cm: Option<&ConfigMap>, canary: bool, digest: &str) -> Option<String> {
+    let (key, role) = if canary {
+        (ANNOTATION_CANARY_PIN, "canary")
+    } else {
+        (ANNOTATION_GUEST_PIN, "stable")
+    };
+    let pin = cm?.annotations().get(key)?;
+    let pinned = pin::normalize(pin);
+    (pinned != digest).then(|| {
+        format!(
+            "pins the {role} guest to {pinned} (annotation {key}), and this guest is {digest}: \
+             push with --pin to move the pin, or remove the annotation"
+        )
+    })
+}
+
 /// The ConfigMap with the guest and its signature put in place (a guest pushed without one
 /// loses the previous guest's); the operator's status annotations are cleared so that the next
 /// ones are about this guest.
@@ -150,12 +177,16 @@ fn update(
         Some(selector) => {
             data.insert(CANARY_KEY.into(), ByteString(wasm));
             annotations.insert(ANNOTATION_CANARY_SELECTOR.into(), selector.clone());
+            if args.pin {
+                annotations.insert(ANNOTATION_CANARY_PIN.into(), digest.to_owned());
+            }
         }
         None => {
             data.insert(GUEST_KEY.into(), ByteString(wasm));
             data.remove(CANARY_KEY);
             data.remove(CANARY_SIGNATURE_KEY);
             annotations.remove(ANNOTATION_CANARY_SELECTOR);
+            annotations.remove(ANNOTATION_CANARY_PIN);
             if args.pin {
                 annotations.insert(ANNOTATION_GUEST_PIN.into(), digest.to_owned());
             }
@@ -204,7 +235,7 @@ mod tests {
     use clap::Parser;
     use k8s_openapi::ByteString;
 
-    use super::{Args, empty, update};
+    use super::{Args, empty, stale_pin, update};
     use crate::cli::{Cli, Command, GuestCommand};
     use crate::swap::trust::{self, Signature};
 
@@ -273,5 +304,52 @@ mod tests {
         let line = [&["app-operator", "guest", "push"][..], &both].concat();
         assert!(Cli::try_parse_from(line).is_err());
         assert!(args(&["a.wasm", "--sign-key", "k.pem"]).sign_key.is_some());
+    }
+
+    #[test]
+    fn a_push_that_the_pin_would_reject_is_refused_before_it_is_written() {
+        let mut cm = empty("g");
+        cm.metadata.annotations = Some(
+            [
+                ("apps.kudevops.io/guest-sha256".to_owned(), "AAA".to_owned()),
+                (
+                    "apps.kudevops.io/canary-sha256".to_owned(),
+                    "sha256:ccc".to_owned(),
+                ),
+            ]
+            .into(),
+        );
+        assert_eq!(stale_pin(None, false, "sha256:x"), None);
+        assert_eq!(stale_pin(Some(&cm), false, "sha256:aaa"), None);
+        assert_eq!(stale_pin(Some(&cm), true, "sha256:ccc"), None);
+        let stale = stale_pin(Some(&cm), true, "sha256:x").expect("another canary");
+        assert!(
+            stale.starts_with(
+                "pins the canary guest to sha256:ccc (annotation apps.kudevops.io/canary-sha256)"
+            ),
+            "{stale}"
+        );
+        assert!(stale_pin(Some(&cm), false, "sha256:ccc").is_some());
+    }
+
+    #[test]
+    fn pin_moves_the_pin_of_the_role_pushed() {
+        let cm = update(
+            empty("g"),
+            &args(&["a.wasm", "--pin"]),
+            b"a".to_vec(),
+            "sha256:a",
+            None,
+        );
+        let line = ["b.wasm", "--canary", "track=canary", "--pin"];
+        let cm = update(cm, &args(&line), b"b".to_vec(), "sha256:b", None);
+        let annotations = cm.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations["apps.kudevops.io/guest-sha256"], "sha256:a");
+        assert_eq!(annotations["apps.kudevops.io/canary-sha256"], "sha256:b");
+        // Promoting removes the canary and its pin.
+        let cm = update(cm, &args(&["b.wasm"]), b"b".to_vec(), "sha256:b", None);
+        let annotations = cm.metadata.annotations.unwrap_or_default();
+        assert!(!annotations.contains_key("apps.kudevops.io/canary-sha256"));
+        assert_eq!(annotations["apps.kudevops.io/guest-sha256"], "sha256:a");
     }
 }

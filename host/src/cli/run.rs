@@ -52,6 +52,13 @@ pub struct Args {
         value_delimiter = ','
     )]
     pub guest_trusted_keys: Vec<PathBuf>,
+    /// The digest (`sha256:<hex>`) the stable guest from the ConfigMap must have. Set here, in
+    /// the operator's Deployment, a pin is out of reach of whoever can write the ConfigMap.
+    #[arg(long, value_name = "DIGEST", env = "APP_OPERATOR_GUEST_PIN")]
+    pub guest_pin: Option<String>,
+    /// The digest the canary guest from the ConfigMap must have.
+    #[arg(long, value_name = "DIGEST", env = "APP_OPERATOR_CANARY_PIN")]
+    pub canary_pin: Option<String>,
     /// Wall-clock budget of one guest call, in milliseconds.
     #[arg(long, env = "APP_OPERATOR_GUEST_DEADLINE_MS")]
     pub guest_deadline_ms: Option<u64>,
@@ -238,6 +245,10 @@ pub async fn exec(args: Args) -> Result<()> {
             name: args.guest_configmap.clone(),
             apps_namespace: config.namespace.clone(),
             trusted_keys: trusted_keys.clone(),
+            pins: swap::pin::Pins {
+                stable: args.guest_pin.as_deref().map(swap::pin::normalize),
+                canary: args.canary_pin.as_deref().map(swap::pin::normalize),
+            },
         };
         info!(namespace = %source_config.namespace, name = %source_config.name, "reading guests from a ConfigMap");
         match &trusted_keys {

@@ -28,7 +28,7 @@ use tracing::{debug, info, warn};
 pub use reconcile::reconcile;
 
 use crate::crd::AppService;
-use crate::guest::{self, admission};
+use crate::guest::admission;
 use crate::metrics::Metrics;
 use crate::namespaces;
 use crate::server::Readiness;
@@ -160,21 +160,6 @@ pub fn error_policy(app: Arc<AppService>, error: &Error, ctx: Arc<Context>) -> A
     );
     ctx.metrics.reconcile_failed(error.metric_label());
     Action::requeue(delay)
-}
-
-/// Maps a guest error to a fixed metric label and a PascalCase condition reason.
-pub fn guest_error_kind(error: &guest::Error) -> (&'static str, &'static str) {
-    let reason = match error {
-        guest::Error::Trap { .. } => "Trap",
-        guest::Error::Deadline(_) => "DeadlineExceeded",
-        guest::Error::Fuel(_) => "OutOfFuel",
-        guest::Error::Memory(_) => "MemoryLimitExceeded",
-        guest::Error::InvalidOutput(_) => "InvalidOutput",
-        guest::Error::Refused(_) => "OutputRefused",
-        guest::Error::Policy(_) => "PolicyError",
-        _ => "RuntimeError",
-    };
-    (error.kind(), reason)
 }
 
 /// Runs the controller until `shutdown` completes, then finishes the reconciliations in flight.

@@ -17,7 +17,6 @@ use super::status::{self, Outcome};
 use crate::consts::FIELD_MANAGER;
 use crate::crd::{AppService, AppServiceStatus};
 use crate::guest::{self, DesiredObject};
-use crate::swap;
 use crate::{Error, Result, error_chain};
 
 /// Reconciles one AppService. The root span of everything the controller does for it.
@@ -55,7 +54,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
                     ("OutputRefused", Outcome::OutputRefused { message })
                 }
                 other => {
-                    let (_, reason) = super::guest_error_kind(other);
+                    let reason = other.reason();
                     let message = error_chain(other);
                     ("GuestFailed", Outcome::GuestFailed { reason, message })
                 }
@@ -117,7 +116,7 @@ async fn render(
     let (Err(err), Some(fallback)) = (&rendered, selected.fallback) else {
         return (selected.policy, rendered);
     };
-    if !swap::warrants_fallback(err) {
+    if !err.warrants_fallback() {
         return (selected.policy, rendered);
     }
     let again = call(ctx, &fallback, app).await;
@@ -159,7 +158,7 @@ async fn call(
         policy.render(app, ctx.namespace_level(app)).await
     };
     if let Err(err) = &rendered {
-        ctx.metrics.guest_failed(super::guest_error_kind(err).0);
+        ctx.metrics.guest_failed(err.kind());
     }
     rendered
 }

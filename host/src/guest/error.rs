@@ -83,6 +83,50 @@ impl Error {
             Error::Task(_) => "task",
         }
     }
+
+    /// The reason a condition or an Event gives for the failure, in the API's CamelCase.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Trap { .. } => "Trap",
+            Error::Deadline(_) => "DeadlineExceeded",
+            Error::Fuel(_) => "OutOfFuel",
+            Error::Memory(_) => "MemoryLimitExceeded",
+            Error::InvalidOutput(_) => "InvalidOutput",
+            Error::Refused(_) => "OutputRefused",
+            Error::Policy(_) => "PolicyError",
+            Error::Config(_)
+            | Error::Engine(_)
+            | Error::Load { .. }
+            | Error::Instantiate(_)
+            | Error::Task(_) => "RuntimeError",
+        }
+    }
+
+    /// Whether the same call may succeed when tried again: it missed its wall-clock deadline
+    /// (the machine may have been busy), found no free instance, or its task failed. Every
+    /// other failure is a verdict on the guest and the input: the same call fails the same way.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Deadline(_) | Error::Instantiate(_) | Error::Task(_) => true,
+            Error::Config(_)
+            | Error::Engine(_)
+            | Error::Load { .. }
+            | Error::Trap { .. }
+            | Error::Fuel(_)
+            | Error::Memory(_)
+            | Error::InvalidOutput(_)
+            | Error::Refused(_)
+            | Error::Policy(_) => false,
+        }
+    }
+
+    /// Whether the failure warrants rendering with the last good guest instead: the guest is
+    /// broken for this input (a trap, a limit, output the host refuses). Not a policy refusal
+    /// (the guest saying no on purpose), and not a transient failure, which is retried with
+    /// backoff: a rollback is a rollout, and must not depend on how busy the machine was.
+    pub fn warrants_fallback(&self) -> bool {
+        !matches!(self, Error::Policy(_)) && !self.is_transient()
+    }
 }
 
 /// Renders a trap reason with the guest's own message, when it left one.

@@ -3,13 +3,20 @@
 //!
 //! The set is swapped atomically ([`arc_swap`]): a reconcile picks its guest once, at its start,
 //! so calls in flight finish on the guest they started with. [`source`] feeds new sets from a
-//! ConfigMap after validating them; [`selector`] parses the canary's label selector; [`trust`]
-//! signs guests and verifies their signatures.
+//! ConfigMap ([`contents`]) after checking them ([`trust`] for signatures, [`pin`] for pinned
+//! digests, then a dry run) and keeps a [`record`] of the set in force; [`selector`] parses the
+//! canary's label selector.
 
+pub mod contents;
+pub mod pin;
+pub mod record;
+pub mod rejection;
 pub mod selector;
 pub mod source;
 pub mod trust;
 mod validate;
+
+use std::fmt;
 
 use std::sync::{Arc, Mutex};
 
@@ -70,13 +77,51 @@ impl Set {
         }
     }
 
-    /// `(stable digest, canary digest and selector)`: two sets with the same key behave alike.
-    pub fn key(&self) -> (String, Option<(String, String)>) {
-        let canary = self
-            .canary
-            .as_ref()
-            .map(|c| (c.policy.digest().to_owned(), c.selector_text.clone()));
-        (self.stable.digest().to_owned(), canary)
+    /// What makes the set behave as it does: two sets with the same key behave alike.
+    pub fn key(&self) -> SetKey {
+        SetKey {
+            stable: self.stable.digest().to_owned(),
+            canary: self.canary.as_ref().map(|c| CanaryKey {
+                digest: c.policy.digest().to_owned(),
+                selector: c.selector_text.clone(),
+            }),
+        }
+    }
+}
+
+/// The digests of a set's guests and the canary's selector: [`Set::key`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetKey {
+    /// Digest of the stable guest.
+    pub stable: String,
+    /// The canary, if any.
+    pub canary: Option<CanaryKey>,
+}
+
+/// The canary part of a [`SetKey`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CanaryKey {
+    /// Digest of the canary guest.
+    pub digest: String,
+    /// Its label selector, as written.
+    pub selector: String,
+}
+
+/// Which place in a set a guest takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Renders every AppService the canary does not select.
+    Stable,
+    /// Renders the AppServices its selector matches.
+    Canary,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Stable => "stable",
+            Role::Canary => "canary",
+        })
     }
 }
 
@@ -151,10 +196,4 @@ impl From<guest::Policy> for Guests {
     fn from(stable: guest::Policy) -> Self {
         Self::new(stable)
     }
-}
-
-/// Whether a failure of a guest warrants falling back to the last good guest: traps, limits
-/// and invalid output do; a policy refusal (the guest saying no on purpose) does not.
-pub fn warrants_fallback(error: &guest::Error) -> bool {
-    !matches!(error, guest::Error::Policy(_))
 }

@@ -138,6 +138,11 @@ pub fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
 /// `candidate` selects, under the output policy at the level `levels` gives for its namespace
 /// (an AppService both select the same guest for is not rendered: nothing can change). Returns
 /// how many AppServices were judged, or the regressions.
+///
+/// The renders run [`CONCURRENCY`] at once. A render that failed transiently there (a missed
+/// deadline under that load, no free instance) is rendered again, one AppService at a time, up
+/// to [`RETRIES`] times, before it counts: a guest that misses its deadline even alone is
+/// judged slow, one that only missed it in the crowd is not.
 pub async fn dry_run(
     current: &Set,
     candidate: &Set,
@@ -149,32 +154,31 @@ pub async fn dry_run(
     let renders: Vec<_> = apps
         .iter()
         .filter_map(|app| {
-            let now = current.select(app).policy;
-            let next = candidate.select(app).policy;
-            if now.digest() == next.digest() {
-                return None;
-            }
-            let level = app
-                .namespace()
-                .and_then(|ns| levels.get(&ns).copied().flatten());
-            let app = app.clone();
-            Some(async move {
-                let (current, candidate) =
-                    futures::join!(now.render(&app, level), next.render(&app, level));
-                Outcome {
-                    namespace: app.namespace().unwrap_or_default(),
-                    name: app.name_any(),
-                    digest: next.digest().to_owned(),
-                    current: current.map(|objects| objects.len()),
-                    candidate: candidate.map(|objects| objects.len()),
-                }
-            })
+            let pair = Pair {
+                current: current.select(app).policy,
+                candidate: candidate.select(app).policy,
+                level: app
+                    .namespace()
+                    .and_then(|ns| levels.get(&ns).copied().flatten()),
+                app: app.clone(),
+            };
+            (pair.current.digest() != pair.candidate.digest()).then(|| pair.judge())
         })
         .collect();
-    let outcomes: Vec<Outcome> = stream::iter(renders)
+    let judged: Vec<(Outcome, Pair)> = stream::iter(renders)
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
+    let mut outcomes = Vec::with_capacity(judged.len());
+    for (mut outcome, pair) in judged {
+        for _ in 0..RETRIES {
+            if !outcome.is_unsettled() {
+                break;
+            }
+            pair.settle(&mut outcome).await;
+        }
+        outcomes.push(outcome);
+    }
     let regressions = regressions(outcomes);
     if regressions.is_empty() {
         Ok(apps.len())
@@ -186,11 +190,73 @@ pub async fn dry_run(
     }
 }
 
+/// How many times a transient failure is rendered again, alone, before it counts.
+const RETRIES: usize = 2;
+
+/// One AppService and the two guests to judge it with.
+struct Pair {
+    current: guest::Policy,
+    candidate: guest::Policy,
+    level: Option<Level>,
+    app: AppService,
+}
+
+impl Pair {
+    /// Renders the AppService through both guests at once.
+    async fn judge(self) -> (Outcome, Pair) {
+        let (current, candidate) = futures::join!(
+            self.current.render(&self.app, self.level),
+            self.candidate.render(&self.app, self.level)
+        );
+        let outcome = Outcome {
+            namespace: self.app.namespace().unwrap_or_default(),
+            name: self.app.name_any(),
+            digest: self.candidate.digest().to_owned(),
+            current: current.map(|objects| objects.len()),
+            candidate: candidate.map(|objects| objects.len()),
+        };
+        (outcome, self)
+    }
+
+    /// Renders again, one after the other, each side of `outcome` that failed transiently.
+    async fn settle(&self, outcome: &mut Outcome) {
+        if outcome.current.as_ref().is_err_and(retriable) {
+            outcome.current = self.render(&self.current).await;
+        }
+        if outcome.candidate.as_ref().is_err_and(retriable) {
+            outcome.candidate = self.render(&self.candidate).await;
+        }
+    }
+
+    async fn render(&self, policy: &guest::Policy) -> Result<usize, guest::Error> {
+        policy
+            .render(&self.app, self.level)
+            .await
+            .map(|objects| objects.len())
+    }
+}
+
+/// Whether a failed render is worth rendering again before it counts: transient, and not an
+/// interrupted task (which makes the whole verdict transient instead, see
+/// [`Regressions::is_transient`]).
+fn retriable(error: &guest::Error) -> bool {
+    error.is_transient() && !matches!(error, guest::Error::Task(_))
+}
+
+impl Outcome {
+    /// Whether either side failed in a way worth rendering again.
+    fn is_unsettled(&self) -> bool {
+        [&self.current, &self.candidate]
+            .into_iter()
+            .any(|r| r.as_ref().is_err_and(retriable))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::{Outcome, Problem, Regressions, regressions};
+    use super::{Outcome, Problem, Regressions, regressions, retriable};
     use crate::guest::Error;
 
     fn outcome(
@@ -268,5 +334,16 @@ mod tests {
             total: 1,
         };
         assert!(rejection.is_transient());
+    }
+
+    #[test]
+    fn deadlines_are_rendered_again_before_they_count() {
+        assert!(retriable(&deadline()));
+        assert!(!retriable(&Error::Memory(1)));
+        assert!(!retriable(&Error::Fuel(1)));
+        assert!(outcome("slow", Ok(2), Err(deadline())).is_unsettled());
+        assert!(outcome("slow-now", Err(deadline()), Err(Error::Fuel(1))).is_unsettled());
+        assert!(!outcome("judged", Ok(2), Err(Error::Fuel(1))).is_unsettled());
+        assert!(!outcome("fine", Ok(2), Ok(2)).is_unsettled());
     }
 }

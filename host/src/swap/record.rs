@@ -1,0 +1,48 @@
+//! The record of the guests in force: a ConfigMap beside the guest ConfigMap
+//! (`<name>-accepted`), written by the operator after every verdict that leaves a set in force,
+//! holding exactly that set's guests, signatures and canary selector.
+//!
+//! A new process (a restart, a new leader) puts the recorded set back in force before it reads
+//! the guest ConfigMap, without a dry run, so that a candidate pushed meanwhile (and maybe
+//! rejected) is judged against the guests the fleet runs, never against the base guest. The
+//! recorded guests are still checked against the trusted keys and the `run` pins of the new
+//! process: a revoked key or a new pin is not bypassed by the record. No record (or an empty
+//! one) means the base guest.
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+use super::contents::Contents;
+use crate::consts::{FIELD_MANAGER, RECORD_SUFFIX};
+
+/// Name of the record of guest ConfigMap `guest_configmap`.
+pub fn name(guest_configmap: &str) -> String {
+    format!("{guest_configmap}{RECORD_SUFFIX}")
+}
+
+/// What the record holds, read from the API server: `None` without one, `Some(Err(problem))`
+/// when it is not shaped as a record.
+pub async fn read(
+    api: &Api<ConfigMap>,
+    name: &str,
+) -> Result<Option<Result<Contents, String>>, kube::Error> {
+    Ok(api.get_opt(name).await?.map(|cm| Contents::parse(&cm)))
+}
+
+/// Writes `contents` (its guests, signatures and canary selector) as the record `name`, with
+/// server-side apply: keys of an earlier record that `contents` lacks are removed. The record
+/// must exist or the operator may create ConfigMaps (config/manager creates it empty).
+pub async fn write(
+    api: &Api<ConfigMap>,
+    name: &str,
+    contents: &Contents,
+) -> Result<(), kube::Error> {
+    let cm = contents.to_configmap(name);
+    let mut body = serde_json::to_value(&cm).expect("a ConfigMap serializes");
+    body["apiVersion"] = "v1".into();
+    body["kind"] = "ConfigMap".into();
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch(name, &params, &Patch::Apply(&body)).await?;
+    Ok(())
+}
