@@ -5,11 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use app_operator::consts::LEADER_LEASE;
+use app_operator::consts::{LEADER_LEASE, RECORD_SUFFIX};
 use app_operator::crd::AppService;
 use app_operator_e2e::appservice::{create, sample_named, wait_deployment, wait_event, wait_ready};
 use app_operator_e2e::operator::install_crd;
 use app_operator_e2e::process::OperatorProcess;
+use app_operator_e2e::swap::{push, wait_digest, with_custom_section};
 use app_operator_e2e::{TestNamespace, client, kubectl};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -220,6 +221,31 @@ async fn operator_runs_with_only_config_rbac() -> anyhow::Result<()> {
             },
         )
         .await?;
+
+        // A guest pushed to the ConfigMap: evaluated, put in force, and recorded in the record
+        // that config/manager creates empty, with no more than config/rbac grants.
+        let record = ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("{GUEST_CONFIGMAP}{RECORD_SUFFIX}")),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let admin_config: Api<ConfigMap> = Api::namespaced(admin.clone(), ops.name());
+        admin_config.create(&PostParams::default(), &record).await?;
+        let guest = with_custom_section(app_operator::guest::default_guest(), "rbac");
+        push(ops.name(), &guest, None).await?;
+        let digest = app_operator::guest::digest(&guest);
+        wait_digest(&admin, apps_ns.name(), "web", &digest).await?;
+        let recorded = admin_config
+            .get(&format!("{GUEST_CONFIGMAP}{RECORD_SUFFIX}"))
+            .await?
+            .binary_data
+            .and_then(|d| d.get("guest.wasm").map(|b| app_operator::guest::digest(&b.0)));
+        anyhow::ensure!(
+            recorded.as_deref() == Some(digest.as_str()),
+            "the record holds {recorded:?}, not {digest}"
+        );
         anyhow::Ok(())
     };
     if let Err(err) = scenario.await {
