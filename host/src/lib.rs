@@ -8,6 +8,7 @@ pub mod crd;
 mod fixtures;
 pub mod guest;
 pub mod leader;
+pub mod memory;
 pub mod metrics;
 pub mod namespaces;
 pub mod server;
@@ -142,6 +143,9 @@ pub enum Error {
         #[source]
         source: swap::trust::Error,
     },
+    /// The guest memory budget does not fit the process's memory limit.
+    #[error(transparent)]
+    Memory(#[from] memory::Error),
     /// The keys of `--guest-trusted-key` could not be loaded.
     #[error("failed to load the trusted guest keys")]
     TrustedKeys(#[source] swap::trust::Error),
@@ -194,6 +198,7 @@ impl Error {
             Error::Write { .. } => "write",
             Error::SigningKey { .. } => "signing_key",
             Error::SignatureFile { .. } => "signature_file",
+            Error::Memory(_) => "memory",
             Error::TrustedKeys(_) => "trusted_keys",
             Error::Input(_) => "input",
             Error::Yaml { .. } => "yaml",

@@ -96,6 +96,46 @@ async fn allocation_bomb_hits_the_memory_cap() {
     assert!(matches!(err, Error::Memory(MEMORY)), "{err:?}");
 }
 
+/// More allocation bombs at once than the budget holds instances: every one waits for a slot and
+/// hits its own cap. NB: the pool has exactly `instances` slots, so a call let past the budget
+/// would fail to instantiate instead (the pool is exhausted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_bombs_share_the_memory_budget() {
+    let config = guest::Config {
+        memory_limit: MEMORY,
+        memory_budget: 2 * MEMORY + MEMORY / 2,
+        deadline: Duration::from_secs(5),
+        ..guest::Config::default()
+    };
+    assert_eq!(config.instances(), 2);
+    let policy = guest::Runtime::new(config)
+        .expect("valid")
+        .load(HOSTILE)
+        .expect("loads");
+    let calls = (0..12).map(|_| {
+        let policy = policy.clone();
+        tokio::spawn(async move { policy.render(&app("alloc"), None).await })
+    });
+    for call in futures::future::join_all(calls).await {
+        let err = call.expect("no panic").expect_err("must fail");
+        assert!(matches!(err, Error::Memory(MEMORY)), "{err:?}");
+    }
+}
+
+#[test]
+fn a_budget_below_one_instance_is_refused() {
+    let config = guest::Config {
+        memory_limit: MEMORY,
+        memory_budget: MEMORY - 1,
+        ..guest::Config::default()
+    };
+    let err = guest::Runtime::new(config).err().expect("must fail");
+    assert!(
+        err.to_string().contains("cannot hold one instance"),
+        "{err}"
+    );
+}
+
 #[test]
 fn memory_cap_below_the_initial_memory_fails_at_load() {
     let config = guest::Config {

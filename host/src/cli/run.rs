@@ -14,6 +14,7 @@ use super::Connection;
 use crate::controller;
 use crate::guest;
 use crate::leader;
+use crate::memory;
 use crate::metrics::{self, Metrics};
 use crate::server::{self, Readiness};
 use crate::swap;
@@ -62,9 +63,21 @@ pub struct Args {
     /// Wall-clock budget of one guest call, in milliseconds.
     #[arg(long, env = "APP_OPERATOR_GUEST_DEADLINE_MS")]
     pub guest_deadline_ms: Option<u64>,
-    /// Cap on a guest's linear memory, in MiB.
-    #[arg(long, env = "APP_OPERATOR_GUEST_MEMORY_MIB")]
-    pub guest_memory_mib: Option<usize>,
+    /// Cap on one guest instance's memory (every linear memory and table), in MiB.
+    #[arg(long, env = "APP_OPERATOR_GUEST_MEMORY_MIB", default_value_t = guest::DEFAULT_MEMORY_LIMIT >> 20)]
+    pub guest_memory_mib: usize,
+    /// Cap on the memory all guest instances hold at once, in MiB: budget / --guest-memory-mib
+    /// guest calls run at once, whoever makes them (reconciles, a swap's dry run).
+    #[arg(long, env = "APP_OPERATOR_GUEST_MEMORY_BUDGET_MIB", default_value_t = guest::DEFAULT_MEMORY_BUDGET >> 20)]
+    pub guest_memory_budget_mib: usize,
+    /// Memory the operator needs besides the guest instances, in MiB; start-up refuses a budget
+    /// plus this reserve over the memory limit.
+    #[arg(long, env = "APP_OPERATOR_MEMORY_RESERVE_MIB", default_value_t = crate::memory::DEFAULT_RESERVE_MIB)]
+    pub memory_reserve_mib: usize,
+    /// The memory the process may use, in MiB. Default: its cgroup's limit (a container's
+    /// `resources.limits.memory`), if any.
+    #[arg(long, env = "APP_OPERATOR_MEMORY_LIMIT_MIB")]
+    pub memory_limit_mib: Option<u64>,
     /// Fuel budget of one guest call. Default: no fuel limit.
     #[arg(long, env = "APP_OPERATOR_GUEST_FUEL")]
     pub guest_fuel: Option<u64>,
@@ -163,13 +176,30 @@ impl Args {
         if let Some(ms) = self.guest_deadline_ms {
             config.deadline = Duration::from_millis(ms);
         }
-        if let Some(mib) = self.guest_memory_mib {
-            config.memory_limit = mib << 20;
-        }
+        config.memory_limit = self.guest_memory_mib.saturating_mul(1 << 20);
+        config.memory_budget = self.guest_memory_budget_mib.saturating_mul(1 << 20);
         config.fuel = self.guest_fuel.or(config.fuel);
         config.cache_dir = self.guest_cache_dir.clone().or(config.cache_dir);
         config.output = self.policy.config();
         config
+    }
+
+    /// The process's memory limit: `--memory-limit-mib`, else its cgroup's, if any.
+    pub fn memory_limit(&self) -> Option<memory::Limit> {
+        match self.memory_limit_mib {
+            Some(mib) => Some(memory::Limit {
+                bytes: mib.saturating_mul(1 << 20),
+                source: "--memory-limit-mib".into(),
+            }),
+            None => memory::cgroup_limit(),
+        }
+    }
+
+    /// Checks that the guest memory budget plus the reserve fit under `limit`.
+    pub fn check_memory(&self, limit: Option<&memory::Limit>) -> Result<()> {
+        let config = self.guest_config();
+        let reserve = self.memory_reserve_mib.saturating_mul(1 << 20);
+        Ok(memory::check(config.memory_budget, reserve, limit)?)
     }
 
     /// The keys of `--guest-trusted-key`, or `None` when none is given.
@@ -195,6 +225,18 @@ impl Args {
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn exec(args: Args) -> Result<()> {
     telemetry::init(args.log_format);
+    let memory_limit = args.memory_limit();
+    args.check_memory(memory_limit.as_ref())?;
+    let guest_config = args.guest_config();
+    info!(
+        instances = guest_config.instances(),
+        instance_mib = args.guest_memory_mib,
+        budget_mib = args.guest_memory_budget_mib,
+        reserve_mib = args.memory_reserve_mib,
+        limit_mib = memory_limit.as_ref().map(|l| l.bytes >> 20),
+        limit_source = memory_limit.as_ref().map(|l| l.source.as_str()),
+        "guest memory budget"
+    );
     let trusted_keys = args.trusted_keys()?;
     let mut registry = metrics::registry();
     let metrics = Metrics::register(&mut registry);
@@ -218,7 +260,7 @@ pub async fn exec(args: Args) -> Result<()> {
     ));
     info!(%metrics_addr, %probe_addr, "serving metrics and probes");
 
-    let runtime = guest::Runtime::new(args.guest_config())?;
+    let runtime = guest::Runtime::new(guest_config)?;
     let base: Arc<[u8]> = match &args.guest {
         Some(path) => std::fs::read(path)
             .map_err(|source| Error::Read {
@@ -362,8 +404,10 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
+    use serde::Deserialize;
 
     use crate::cli::{Cli, Command};
+    use crate::guest;
 
     #[test]
     fn leader_flags_parse_beside_the_others() {
@@ -400,6 +444,63 @@ mod tests {
         assert!(
             Cli::try_parse_from(["app-operator", "run", "--leader-elect-lease-secs", "1"]).is_err()
         );
+    }
+
+    /// The memory limit of `config/manager`'s container, and its args.
+    fn manager() -> (u64, Vec<String>) {
+        let yaml = include_str!("../../../config/manager/manager.yaml");
+        let deployment = serde_yaml_ng::Deserializer::from_str(yaml)
+            .map(|doc| serde_yaml_ng::Value::deserialize(doc).expect("valid YAML"))
+            .find(|doc| doc["kind"] == "Deployment")
+            .expect("a Deployment");
+        let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+        let limit = container["resources"]["limits"]["memory"]
+            .as_str()
+            .expect("a memory limit");
+        let mib: u64 = limit
+            .strip_suffix("Mi")
+            .and_then(|n| n.parse().ok())
+            .expect("the limit is written in Mi");
+        let args = container["args"]
+            .as_sequence()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("a string").to_owned())
+            .collect();
+        (mib << 20, args)
+    }
+
+    #[test]
+    fn the_manager_limit_holds_its_guest_budget_and_reserve() {
+        let (limit, args) = manager();
+        let line = std::iter::once("app-operator".to_owned()).chain(args);
+        let Command::Run(args) = Cli::try_parse_from(line).expect("parses").command else {
+            panic!("not run");
+        };
+        let limit = crate::memory::Limit {
+            bytes: limit,
+            source: "config/manager".into(),
+        };
+        args.check_memory(Some(&limit))
+            .expect("config/manager's limit holds the budget and the reserve");
+        assert!(args.guest_config().instances() >= 1);
+        // The same limit with a budget of 16 instances (the finding) is refused.
+        let mut over = args;
+        over.guest_memory_budget_mib = 16 * over.guest_memory_mib;
+        assert!(over.check_memory(Some(&limit)).is_err());
+    }
+
+    #[test]
+    fn the_default_budget_holds_four_default_instances() {
+        let Command::Run(args) = Cli::try_parse_from(["app-operator", "run"])
+            .expect("parses")
+            .command
+        else {
+            panic!("not run");
+        };
+        let config = args.guest_config();
+        assert_eq!(config.memory_limit, guest::DEFAULT_MEMORY_LIMIT);
+        assert_eq!(config.instances(), 4);
     }
 
     #[test]

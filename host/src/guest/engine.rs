@@ -11,9 +11,6 @@ use super::{Config, Error};
 /// its deadline.
 pub(super) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// Guest calls one runtime runs at once; `Policy::render` waits for a slot beyond this.
-pub(super) const MAX_INSTANCES: u32 = 64;
-
 /// Linear memory a pool slot keeps resident between calls. NB: it matches the guest's initial
 /// memory (`--initial-memory` in .cargo/config.toml), so resetting a slot is a memset instead of
 /// `madvise` plus page faults (../shared/notes/wasm-host.md §4). Measured with `make bench`:
@@ -23,17 +20,21 @@ const KEEP_RESIDENT: usize = 128 << 10;
 /// Wasm page size.
 const PAGE: usize = 64 << 10;
 
-/// Builds the engine for `config`.
-pub(super) fn build(config: &Config) -> Result<Engine, Error> {
+/// Builds the engine for `config`, with a pool of `instances` component instances (the
+/// runtime's semaphore lets no more exist at once).
+pub(super) fn build(config: &Config, instances: usize) -> Result<Engine, Error> {
+    let instances = u32::try_from(instances).unwrap_or(u32::MAX / 8);
     let mut pool = PoolingAllocationConfig::new();
-    pool.total_component_instances(MAX_INSTANCES)
+    pool.total_component_instances(instances)
         // NB: a wasm32-wasip2 component has about 3 core instances (the module, wit-component's
         // shim and fixups), one memory and two tables; the totals leave room for richer guests.
-        .total_core_instances(MAX_INSTANCES * 8)
-        .total_memories(MAX_INSTANCES * 2)
-        .total_tables(MAX_INSTANCES * 4)
-        // The store limiter enforces `memory_limit` with a readable trap; the pool only needs to
-        // be at least as large.
+        .total_core_instances(instances * 8)
+        .total_memories(instances * 2)
+        .total_tables(instances * 4)
+        // The store limiter enforces `memory_limit` over all of an instance's memories and tables
+        // with a readable trap; a pool slot only needs to be at least as large. NB: slots are
+        // address space; only the pages a guest touches are resident, and those past
+        // KEEP_RESIDENT are returned to the kernel when the instance ends.
         .max_memory_size(config.memory_limit.div_ceil(PAGE).max(1) * PAGE)
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(16 << 10);

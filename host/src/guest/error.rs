@@ -47,7 +47,7 @@ pub enum Error {
     /// The call used up its fuel budget.
     #[error("guest ran out of fuel ({0} units)")]
     Fuel(u64),
-    /// The guest tried to grow its linear memory past the cap, in bytes.
+    /// The guest tried to grow its memories and tables past the per-instance cap, in bytes.
     #[error("guest exceeded its memory limit of {0} bytes")]
     Memory(usize),
     /// The guest returned objects the host refuses to apply.

@@ -4,6 +4,8 @@
 //! digest (or loads it precompiled from the disk cache) and pre-links it into a [`Policy`].
 //! Every [`Policy::render`] runs in a fresh Store and instance, with an epoch deadline, a memory
 //! cap and optional fuel, off the async runtime, and validates the output before returning it.
+//! The runtime's memory budget bounds how many instances exist at once (see
+//! [`Config::instances`]), whoever calls: the controller, the swap's dry run, `plan`.
 //!
 //! ```ignore
 //! let runtime = guest::Runtime::new(guest::Config { cache_dir, ..guest::Config::default() })?;
@@ -46,8 +48,14 @@ pub fn default_guest() -> &'static [u8] {
 pub struct Config {
     /// Wall-clock budget of one guest call; enforced with a granularity of 10 ms.
     pub deadline: Duration,
-    /// Cap on the guest's linear memory, in bytes.
+    /// Cap on one instance's memory, in bytes: every linear memory's size plus every table's
+    /// elements (at [`TABLE_ELEMENT_BYTES`] each), as the Store's limiter sees them. A growth past
+    /// it traps with [`Error::Memory`].
     pub memory_limit: usize,
+    /// Cap on the memory all instances hold at once, in bytes: at most
+    /// [`Config::instances`] = `memory_budget / memory_limit` guest calls run at once, and more
+    /// wait for a slot. It must hold at least one instance.
+    pub memory_budget: usize,
     /// Optional fuel budget per call (about 11 units per ns of guest CPU; the default guest
     /// uses about 50k per call).
     pub fuel: Option<u64>,
@@ -66,12 +74,14 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// 100 ms deadline, 64 MiB memory, no fuel, no disk cache, `apps/v1 Deployment` and
-    /// `v1 Service`, 1 MiB of output, the default [`admission::Config`].
+    /// 100 ms deadline, 64 MiB memory per instance and a 256 MiB budget (4 instances at once),
+    /// no fuel, no disk cache, `apps/v1 Deployment` and `v1 Service`, 1 MiB of output, the
+    /// default [`admission::Config`].
     fn default() -> Self {
         Self {
             deadline: Duration::from_millis(100),
-            memory_limit: 64 << 20,
+            memory_limit: DEFAULT_MEMORY_LIMIT,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
             fuel: None,
             cache_dir: None,
             allowed_kinds: vec![
@@ -83,6 +93,26 @@ impl Default for Config {
         }
     }
 }
+
+impl Config {
+    /// Guest instances that may exist at once: `memory_budget / memory_limit` (0 when the budget
+    /// cannot hold one; [`Runtime::new`] refuses that).
+    pub fn instances(&self) -> usize {
+        self.memory_budget
+            .checked_div(self.memory_limit)
+            .unwrap_or_default()
+    }
+}
+
+/// Default of [`Config::memory_limit`]: 64 MiB.
+pub const DEFAULT_MEMORY_LIMIT: usize = 64 << 20;
+
+/// Default of [`Config::memory_budget`]: 256 MiB, four instances of the default cap.
+pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
+
+/// Bytes one table element counts for in [`Config::memory_limit`]: the largest element wasmtime
+/// stores (a continuation reference; a funcref takes 8).
+pub const TABLE_ELEMENT_BYTES: usize = 16;
 
 /// One object a guest wants to exist, before the host stamps ownership.
 #[derive(Clone, Debug, PartialEq)]
@@ -133,7 +163,14 @@ impl Runtime {
                 "deadline, memory_limit and max_output_bytes must be positive".into(),
             ));
         }
-        let engine = engine::build(&config)?;
+        let instances = config.instances();
+        if instances == 0 {
+            return Err(Error::Config(format!(
+                "the guest memory budget of {} bytes cannot hold one instance of {} bytes",
+                config.memory_budget, config.memory_limit
+            )));
+        }
+        let engine = engine::build(&config, instances)?;
         engine::start_ticker(&engine)?;
         let limits = Limits {
             deadline: config.deadline,
@@ -141,7 +178,10 @@ impl Runtime {
             memory_limit: config.memory_limit,
             fuel: config.fuel,
         };
-        let permits = Arc::new(Semaphore::new(engine::MAX_INSTANCES as usize));
+        // NB: every instance is created under a permit (`Policy::render`) or on a caller's own
+        // thread (`render_blocking`, tools and benchmarks only), so the pool never runs dry
+        // in the operator, and the budget holds.
+        let permits = Arc::new(Semaphore::new(instances));
         let loaded = Mutex::default();
         Ok(Self {
             shared: Arc::new(Shared {
@@ -252,8 +292,8 @@ impl Policy {
     /// Renders an AppService into validated, admitted desired objects, in a fresh sandbox, off
     /// the async runtime. `namespace` is the level the AppService's namespace enforces (its
     /// `pod-security.kubernetes.io/enforce` label, see [`admission::namespace_level`]), if any;
-    /// the stricter of it and the configured level applies. At most 64 calls per runtime run at
-    /// once; more wait for a slot.
+    /// the stricter of it and the configured level applies. At most [`Config::instances`] calls
+    /// per runtime run at once; more wait for a slot.
     pub async fn render(
         &self,
         app: &AppService,

@@ -7,8 +7,8 @@ use std::time::Duration;
 use tracing::{Level, event, warn};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap};
 
-use super::Error;
 use super::bindings::{AppservicePolicyPre, DesiredObject, host, types};
+use super::{Error, TABLE_ELEMENT_BYTES};
 
 /// Log lines kept per call; the rest are dropped with one warning.
 const MAX_LOG_LINES: u32 = 32;
@@ -30,6 +30,8 @@ pub(super) struct Limits {
 pub(super) struct State {
     digest: Arc<str>,
     memory_limit: usize,
+    /// Bytes of every memory and table of this Store's instance, as granted so far.
+    memory_used: usize,
     memory_exceeded: bool,
     log_lines: u32,
     last_error: Option<String>,
@@ -49,6 +51,7 @@ pub(super) fn call(
     let state = State {
         digest: digest.clone(),
         memory_limit: limits.memory_limit,
+        memory_used: 0,
         memory_exceeded: false,
         log_lines: 0,
         last_error: None,
@@ -95,32 +98,54 @@ fn classify(e: wasmtime::Error, state: &mut State, limits: &Limits) -> Error {
     }
 }
 
-impl ResourceLimiter for State {
-    fn memory_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _maximum: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.memory_limit {
+impl State {
+    /// Grants a growth of one memory or table from `current` to `desired` bytes if the instance's
+    /// total stays within the limit. NB: wasmtime asks with `current` 0 when it creates a memory
+    /// or table, so the total covers the initial sizes as well.
+    fn grow(&mut self, what: &str, current: usize, desired: usize) -> wasmtime::Result<bool> {
+        let total = self
+            .memory_used
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.memory_limit {
             // NB: an error (not `Ok(false)`) traps at once with this message, instead of letting
             // the guest's allocator abort with a bare `unreachable`.
             self.memory_exceeded = true;
             wasmtime::bail!(
-                "guest memory would grow to {desired} bytes, over the {} byte limit",
+                "guest {what} would bring the instance to {total} bytes, over the {} byte limit",
                 self.memory_limit
             );
         }
+        // NB: a growth that then fails stays counted: the total only errs on the safe side.
+        self.memory_used = total;
         Ok(true)
+    }
+}
+
+impl ResourceLimiter for State {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.grow("memory", current, desired)
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= MAX_TABLE_ELEMENTS)
+        if desired > MAX_TABLE_ELEMENTS {
+            return Ok(false);
+        }
+        self.grow(
+            "table",
+            current.saturating_mul(TABLE_ELEMENT_BYTES),
+            desired.saturating_mul(TABLE_ELEMENT_BYTES),
+        )
     }
 }
 
@@ -165,7 +190,58 @@ fn truncate(mut s: String, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::truncate;
+    use super::*;
+
+    fn state(memory_limit: usize) -> State {
+        State {
+            digest: "sha256:test".into(),
+            memory_limit,
+            memory_used: 0,
+            memory_exceeded: false,
+            log_lines: 0,
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn the_limit_covers_every_memory_and_table_together() {
+        let mut s = state(1000);
+        assert!(s.memory_growing(0, 400, None).expect("fits"));
+        assert!(
+            s.memory_growing(0, 400, None)
+                .expect("a second memory fits")
+        );
+        // 10 elements of 16 bytes: 960 in all.
+        assert!(s.table_growing(0, 10, None).expect("the table fits"));
+        assert_eq!(s.memory_used, 960);
+        let err = s
+            .memory_growing(400, 450, None)
+            .expect_err("one memory alone would fit, the instance does not");
+        assert!(err.to_string().contains("1010 bytes"), "{err}");
+        assert!(s.memory_exceeded);
+    }
+
+    #[test]
+    fn growth_counts_only_the_difference() {
+        let mut s = state(1000);
+        assert!(s.memory_growing(0, 600, None).expect("fits"));
+        assert!(
+            s.memory_growing(600, 1000, None)
+                .expect("grows to the limit")
+        );
+        assert_eq!(s.memory_used, 1000);
+        assert!(!s.memory_exceeded);
+    }
+
+    #[test]
+    fn a_table_past_its_element_cap_is_refused_without_a_trap() {
+        let mut s = state(usize::MAX);
+        assert!(
+            !s.table_growing(0, MAX_TABLE_ELEMENTS + 1, None)
+                .expect("no trap")
+        );
+        assert_eq!(s.memory_used, 0);
+    }
 
     #[test]
     fn truncate_respects_char_boundaries() {

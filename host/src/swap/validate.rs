@@ -14,7 +14,9 @@ use crate::error_chain;
 use crate::guest::{self, admission::Level};
 use crate::text::Listed;
 
-/// Most dry-run renders at once (the runtime caps sandbox instances on its own as well).
+/// Most dry-run renders in flight. NB: the guest calls themselves share the runtime's memory
+/// budget with the controller's reconciles (`guest::Config::instances`), so this bounds only
+/// the AppServices queued, not the memory.
 const CONCURRENCY: usize = 16;
 
 /// Regressions a rejection message names; the rest are counted.
