@@ -241,7 +241,10 @@ async fn operator_runs_with_only_config_rbac() -> anyhow::Result<()> {
             .get(&format!("{GUEST_CONFIGMAP}{RECORD_SUFFIX}"))
             .await?
             .binary_data
-            .and_then(|d| d.get("guest.wasm").map(|b| app_operator::guest::digest(&b.0)));
+            .and_then(|d| {
+                d.get("guest.wasm")
+                    .map(|b| app_operator::guest::digest(&b.0))
+            });
         anyhow::ensure!(
             recorded.as_deref() == Some(digest.as_str()),
             "the record holds {recorded:?}, not {digest}"
