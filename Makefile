@@ -43,7 +43,7 @@ install: ## Install the CRD into the cluster ($KUBECONFIG, else the local contro
 uninstall: ## Remove the CRD (and with it every AppService).
 	$(KUBECTL) delete --ignore-not-found -k config/crd
 
-deploy: ## Deploy the operator, image $(IMG), with CRD and RBAC into namespace app-operator-system.
+deploy: ## Deploy the operator (image IMG), CRD and RBAC into namespace app-operator-system.
 	IMG='$(IMG)' KUBECTL='$(KUBECTL)' hack/deploy.sh apply
 
 undeploy: ## Remove everything `deploy` created, the CRD and namespace included.
