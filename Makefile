@@ -32,7 +32,7 @@ cluster-up: ## Start the local control plane (idempotent).
 cluster-down: ## Stop the local control plane started by cluster-up.
 	hack/controlplane/down.sh
 
-# Image that `docker-build` tags (config/manager deploys app-operator:0.1.0).
+# Image that `docker-build` tags and `deploy` deploys (config/manager's own is app-operator:0.1.0).
 IMG ?= app-operator:0.1.0
 # kubectl with $KUBECONFIG when set, else the local control plane's (see the script).
 KUBECTL ?= hack/kubectl.sh
@@ -43,11 +43,11 @@ install: ## Install the CRD into the cluster ($KUBECONFIG, else the local contro
 uninstall: ## Remove the CRD (and with it every AppService).
 	$(KUBECTL) delete --ignore-not-found -k config/crd
 
-deploy: ## Deploy the operator (CRD, RBAC, Deployment) into namespace app-operator-system.
-	$(KUBECTL) apply --server-side -k config/default
+deploy: ## Deploy the operator (image IMG), CRD and RBAC into namespace app-operator-system.
+	IMG='$(IMG)' KUBECTL='$(KUBECTL)' hack/deploy.sh apply
 
 undeploy: ## Remove everything `deploy` created, the CRD and namespace included.
-	$(KUBECTL) delete --ignore-not-found -k config/default
+	IMG='$(IMG)' KUBECTL='$(KUBECTL)' hack/deploy.sh delete
 
 docker-build: ## Build the operator image $(IMG) (needs a container engine; none exists here).
 	docker build -t $(IMG) .

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh machine, idempotently: the Debian packages the
 # scripts use (only when missing), the wasm32-wasip2 Rust target for the guest, and the Go-built
-# local control plane (cached under ~/.cache/app-operator; a warm run does no Go work).
+# local control plane and helm (cached under ~/.cache/app-operator; a warm run does no Go work).
 #
 # Usage: hack/setup.sh
 set -euo pipefail
@@ -53,6 +53,7 @@ main() {
   install_rust_target
   check_go
   "$ROOT/hack/controlplane/build.sh" >/dev/null
+  "$ROOT/hack/controlplane/build-helm.sh" >/dev/null
   log "ok"
 }
 

@@ -4,14 +4,17 @@
 #   source hack/controlplane/env.sh
 #
 # Exports CP_BIN (the cached binary directory; see build.sh), puts it first on PATH so the built
-# kubectl wins over an older system one, and exports KUBECONFIG (the admin kubeconfig that up.sh
-# writes). It builds and starts nothing. Sets no shell options; defines the cp_* helpers of lib.sh.
+# kubectl wins over an older system one, exports HELM (the helm that build-helm.sh builds, for
+# the chart's tests) and KUBECONFIG (the admin kubeconfig that up.sh writes). It builds and starts
+# nothing. Sets no shell options; defines the cp_* helpers of lib.sh.
 
 # shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CP_BIN="$(cp_bin_dir)"
 export CP_BIN
+HELM="$(cp_helm_dir)/helm"
+export HELM
 export KUBECONFIG="$CP_CLUSTER_DIR/kubeconfig"
 case ":$PATH:" in
   *":$CP_BIN:"*) ;;

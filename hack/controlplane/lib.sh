@@ -51,6 +51,22 @@ cp_bin_dir() {
   echo "$CP_CACHE/bin/$(cp_bin_key)"
 }
 
+# Prints helm's cache directory (build-helm.sh): its version plus a hash of its wrapper module,
+# the Go version and the recipe version. Separate from the control plane's, so either can change
+# alone.
+cp_helm_dir() {
+  local version sum
+  version="$(cp_mod_version helm helm.sh/helm/v4)"
+  sum="$(
+    {
+      echo "recipe=$CP_RECIPE"
+      GOTOOLCHAIN=local go env GOVERSION GOOS GOARCH
+      cat "$CP_DIR"/helm/go.mod "$CP_DIR"/helm/go.sum
+    } | sha256sum | cut -c1-12
+  )"
+  echo "$CP_CACHE/bin/helm-${version}_${sum}"
+}
+
 # The cluster's processes, in start order; `down` stops them in reverse.
 CP_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
