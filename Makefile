@@ -52,8 +52,9 @@ undeploy: ## Remove everything `deploy` created, the CRD and namespace included.
 docker-build: ## Build the operator image $(IMG) (needs a container engine; none exists here).
 	docker build -t $(IMG) .
 
-crd: ## Regenerate config/crd from the Rust types.
+crd: ## Regenerate config/crd (and the Helm chart's copy) from the Rust types.
 	cargo run --release -q -p app-operator -- crd > config/crd/apps.kudevops.io_appservices.yaml
+	cp config/crd/apps.kudevops.io_appservices.yaml charts/app-operator/crds/
 
 fmt: ## Format.
 	cargo fmt --all
