@@ -3,10 +3,12 @@
 //!
 //! The set is swapped atomically ([`arc_swap`]): a reconcile picks its guest once, at its start,
 //! so calls in flight finish on the guest they started with. [`source`] feeds new sets from a
-//! ConfigMap after validating them; [`selector`] parses the canary's label selector; [`trust`]
+//! ConfigMap after validating them, in the sandbox and with [`server_dry_run`] on the API
+//! server; [`selector`] parses the canary's label selector; [`trust`]
 //! signs guests and verifies their signatures.
 
 pub mod selector;
+pub mod server_dry_run;
 pub mod source;
 pub mod trust;
 mod validate;

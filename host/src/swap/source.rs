@@ -29,7 +29,7 @@ use serde_json::json;
 use tracing::{info, warn};
 
 use super::validate::{self, Regressions};
-use super::{Canary, Guests, Set, selector, trust};
+use super::{Canary, Guests, Set, selector, server_dry_run, trust};
 use crate::consts::{
     ANNOTATION_CANARY_SELECTOR, ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY,
     ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_PIN, ANNOTATION_GUEST_STATE, CANARY_KEY,
@@ -466,7 +466,8 @@ impl Source {
             .await
             .map_err(Rejection::Namespaces)?;
         let current = self.guests.current();
-        let judged = validate::dry_run(&current, &set, &apps.items, &levels).await?;
+        let (judged, changed) = validate::dry_run(&current, &set, &apps.items, &levels).await?;
+        let judged = server_dry_run::judge(&self.client, changed, judged).await?;
         Ok((set, Some(judged)))
     }
 

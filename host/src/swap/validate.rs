@@ -1,6 +1,8 @@
 //! The dry run a candidate set of guests must pass before it is put in force: every live
 //! AppService rendered, in the sandbox, by the guest in force for it and by the guest the
-//! candidate would give it. Only regressions reject the candidate. Nothing is written.
+//! candidate would give it. Only regressions reject the candidate. Nothing is written. The
+//! AppServices whose output would change then go through the API server's dry run
+//! ([`super::server_dry_run`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -9,9 +11,10 @@ use futures::{StreamExt, stream};
 use kube::ResourceExt;
 
 use super::Set;
+use super::server_dry_run::{self, Changed};
 use crate::crd::AppService;
 use crate::error_chain;
-use crate::guest::{self, admission::Level};
+use crate::guest::{self, DesiredObject, admission::Level};
 use crate::text::Listed;
 
 /// Most dry-run renders at once (the runtime caps sandbox instances on its own as well).
@@ -50,6 +53,9 @@ pub enum Problem {
     },
     /// A render could not run at all (its blocking task failed): no verdict, try again.
     Interrupted(guest::Error),
+    /// The API server refuses the candidate's output and accepts that of the guest in force,
+    /// or (transient) gave no answer.
+    Api(server_dry_run::Error),
 }
 
 /// A regression of the candidate on one AppService.
@@ -84,6 +90,17 @@ impl fmt::Display for Regression {
                 "the dry run of AppService {ns}/{name} was interrupted: {}",
                 error_chain(e)
             ),
+            Problem::Api(e) if e.is_transient() => write!(
+                f,
+                "the server-side dry run of AppService {ns}/{name} got no answer: {}",
+                error_chain(e)
+            ),
+            Problem::Api(e) => write!(
+                f,
+                "guest {digest}'s output for AppService {ns}/{name} fails the server-side dry \
+                 run: {}",
+                error_chain(e)
+            ),
         }
     }
 }
@@ -99,11 +116,14 @@ pub struct Regressions {
 }
 
 impl Regressions {
-    /// Whether the verdict may change on its own: a render was interrupted rather than judged.
+    /// Whether the verdict may change on its own: a render was interrupted, or the API server
+    /// did not answer, rather than judged.
     pub fn is_transient(&self) -> bool {
-        self.regressions
-            .iter()
-            .any(|r| matches!(r.problem, Problem::Interrupted(_)))
+        self.regressions.iter().any(|r| match &r.problem {
+            Problem::Interrupted(_) => true,
+            Problem::Api(e) => e.is_transient(),
+            Problem::Fails(_) | Problem::PrunesAll { .. } => false,
+        })
     }
 }
 
@@ -137,13 +157,14 @@ pub fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
 /// Renders every AppService in `apps` through the guest `current` selects for it and the one
 /// `candidate` selects, under the output policy at the level `levels` gives for its namespace
 /// (an AppService both select the same guest for is not rendered: nothing can change). Returns
-/// how many AppServices were judged, or the regressions.
+/// how many AppServices were judged and those whose output the candidate changes (for the
+/// server-side dry run), or the regressions.
 pub async fn dry_run(
     current: &Set,
     candidate: &Set,
     apps: &[AppService],
     levels: &HashMap<String, Option<Level>>,
-) -> Result<usize, Regressions> {
+) -> Result<(usize, Vec<Changed>), Regressions> {
     // NB: owned futures (no closures over borrowed AppServices in the stream), so the caller's
     // future stays `Send` for `tokio::spawn`.
     let renders: Vec<_> = apps
@@ -161,28 +182,53 @@ pub async fn dry_run(
             Some(async move {
                 let (current, candidate) =
                     futures::join!(now.render(&app, level), next.render(&app, level));
-                Outcome {
+                let (current, current_objects) = counted(current);
+                let (candidate, candidate_objects) = counted(candidate);
+                let outcome = Outcome {
                     namespace: app.namespace().unwrap_or_default(),
                     name: app.name_any(),
                     digest: next.digest().to_owned(),
-                    current: current.map(|objects| objects.len()),
-                    candidate: candidate.map(|objects| objects.len()),
-                }
+                    current,
+                    candidate,
+                };
+                // NB: the same objects under another digest only change the digest annotation,
+                // which the API server cannot refuse when it takes the current output.
+                let changed = match (current_objects, candidate_objects) {
+                    (Some(current), Some(candidate)) if current != candidate => Some(Changed {
+                        app,
+                        current_digest: now.digest().to_owned(),
+                        current,
+                        candidate_digest: next.digest().to_owned(),
+                        candidate,
+                    }),
+                    _ => None,
+                };
+                (outcome, changed)
             })
         })
         .collect();
-    let outcomes: Vec<Outcome> = stream::iter(renders)
+    let (outcomes, changed): (Vec<Outcome>, Vec<Option<Changed>>) = stream::iter(renders)
         .buffer_unordered(CONCURRENCY)
-        .collect()
+        .unzip()
         .await;
     let regressions = regressions(outcomes);
     if regressions.is_empty() {
-        Ok(apps.len())
+        Ok((apps.len(), changed.into_iter().flatten().collect()))
     } else {
         Err(Regressions {
             regressions,
             total: apps.len(),
         })
+    }
+}
+
+/// A render as an [`Outcome`] takes it (the number of objects, or the error), and its objects.
+fn counted(
+    render: Result<Vec<DesiredObject>, guest::Error>,
+) -> (Result<usize, guest::Error>, Option<Vec<DesiredObject>>) {
+    match render {
+        Ok(objects) => (Ok(objects.len()), Some(objects)),
+        Err(e) => (Err(e), None),
     }
 }
 
