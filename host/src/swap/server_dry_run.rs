@@ -18,6 +18,7 @@ use super::validate::{Problem, Regression, Regressions};
 use crate::consts::{DEFAULT_NAMESPACE, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
+use crate::metrics::Metrics;
 use crate::stamp::stamp;
 
 /// Most AppServices whose children are dry-run at once; each sends its children (two, for the
@@ -114,16 +115,18 @@ pub async fn apply(
         .map_err(|e| Error::new(&object.kind, &object.name, e))
 }
 
-/// Dry-runs every object of `app` rendered by guest `digest` (stamped here) at once; returns
-/// the first failure, a refusal before a transient one.
+/// Dry-runs every object of `app` rendered by guest `digest` (stamped here) at once, counting
+/// them in `metrics`; returns the first failure, a refusal before a transient one.
 async fn apply_rendered(
     client: &Client,
+    metrics: &Metrics,
     app: &AppService,
     digest: &str,
     objects: &[DesiredObject],
 ) -> Result<(), Error> {
     let ns = app.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.into());
     let stamped = stamp(app, digest, objects.to_vec());
+    metrics.guest_dry_run_applies.inc_by(stamped.len() as u64);
     let results = future::join_all(stamped.iter().map(|o| apply(client, &ns, o))).await;
     let mut errors: Vec<Error> = results.into_iter().filter_map(Result::err).collect();
     errors.sort_by_key(Error::is_transient);
@@ -146,41 +149,53 @@ pub struct Changed {
     pub candidate: Vec<DesiredObject>,
 }
 
-/// What the API server says about one changed AppService: `None` if the candidate's output is
-/// accepted, or refused while the output of the guest in force is refused too (no regression);
-/// otherwise the problem. The output of the guest in force is sent only after a refusal.
-async fn check(client: &Client, changed: &Changed) -> Option<Problem> {
+/// What the API server says about one changed AppService ([`verdict`]). The output of the
+/// guest in force is sent only after a refusal of the candidate's.
+async fn check(client: &Client, metrics: &Metrics, changed: &Changed) -> Option<Problem> {
     let app = &changed.app;
-    let refused =
-        match apply_rendered(client, app, &changed.candidate_digest, &changed.candidate).await {
-            Ok(()) => return None,
-            Err(e) if e.is_transient() => return Some(Problem::Api(e)),
-            Err(refused) => refused,
-        };
-    match apply_rendered(client, app, &changed.current_digest, &changed.current).await {
-        Ok(()) => Some(Problem::Api(refused)),
-        Err(e) if e.is_transient() => Some(Problem::Api(e)),
-        Err(e) => {
-            debug!(app = %app.name_any(), current = %e, "refused under the guest in force too");
-            None
+    let (candidate, current) = (&changed.candidate_digest, &changed.current_digest);
+    let candidate = apply_rendered(client, metrics, app, candidate, &changed.candidate).await;
+    let current = match &candidate {
+        Err(e) if !e.is_transient() => {
+            Some(apply_rendered(client, metrics, app, current, &changed.current).await)
         }
+        _ => None,
+    };
+    if let Some(Err(e)) = &current {
+        debug!(app = %app.name_any(), current = %e, "the guest in force fails the dry run too");
+    }
+    verdict(candidate, current)
+}
+
+/// The problem of an AppService given the dry run of the candidate's output and, after a
+/// refusal, of the output of the guest in force: none if the candidate's is accepted, or
+/// refused while that of the guest in force is refused too (no regression); a transient
+/// failure of either is no verdict.
+fn verdict(candidate: Result<(), Error>, current: Option<Result<(), Error>>) -> Option<Problem> {
+    match (candidate, current) {
+        (Ok(()), _) => None,
+        (Err(e), _) if e.is_transient() => Some(Problem::Api(e)),
+        (Err(_), Some(Err(e))) if e.is_transient() => Some(Problem::Api(e)),
+        (Err(_), Some(Err(_))) => None,
+        (Err(refused), Some(Ok(()))) | (Err(refused), None) => Some(Problem::Api(refused)),
     }
 }
 
 /// Sends the candidate's output for every AppService in `changed` as a server-side dry run,
-/// [`CONCURRENCY`] AppServices at a time. Returns `judged` (how many AppServices the whole dry
+/// [`CONCURRENCY`] AppServices at a time, counting the objects sent in `metrics`. Returns `judged` (how many AppServices the whole dry
 /// run covered), or the regressions: AppServices whose candidate output the API server refuses
 /// when it accepts the output of the guest in force, and those it gave no answer for
 /// (transient: [`Regressions::is_transient`]).
 pub async fn judge(
     client: &Client,
+    metrics: &Metrics,
     changed: Vec<Changed>,
     judged: usize,
 ) -> Result<usize, Regressions> {
     let checks = changed.into_iter().map(|c| {
-        let client = client.clone();
+        let (client, metrics) = (client.clone(), metrics.clone());
         async move {
-            let problem = check(&client, &c).await?;
+            let problem = check(&client, &metrics, &c).await?;
             Some(Regression {
                 namespace: c.app.namespace().unwrap_or_default(),
                 name: c.app.name_any(),
@@ -228,6 +243,34 @@ mod tests {
         }
         let unreachable = kube::Error::Service("connection refused".into());
         assert!(Error::new("Service", "web", unreachable).is_transient());
+    }
+
+    #[test]
+    fn only_a_refusal_the_guest_in_force_does_not_share_is_a_regression() {
+        let verdict = |candidate, current| match super::verdict(candidate, current) {
+            None => "accepted",
+            Some(super::Problem::Api(e)) if e.is_transient() => "retry",
+            Some(_) => "regression",
+        };
+        let unreachable = || {
+            Error::new(
+                "Service",
+                "web",
+                kube::Error::Service("connection refused".into()),
+            )
+        };
+        assert_eq!(verdict(Ok(()), None), "accepted");
+        assert_eq!(verdict(Err(answered(422)), Some(Ok(()))), "regression");
+        assert_eq!(
+            verdict(Err(answered(422)), Some(Err(answered(422)))),
+            "accepted"
+        );
+        assert_eq!(
+            verdict(Err(answered(422)), Some(Err(unreachable()))),
+            "retry"
+        );
+        assert_eq!(verdict(Err(answered(503)), None), "retry");
+        assert_eq!(verdict(Err(unreachable()), None), "retry");
     }
 
     #[test]

@@ -467,7 +467,7 @@ impl Source {
             .map_err(Rejection::Namespaces)?;
         let current = self.guests.current();
         let (judged, changed) = validate::dry_run(&current, &set, &apps.items, &levels).await?;
-        let judged = server_dry_run::judge(&self.client, changed, judged).await?;
+        let judged = server_dry_run::judge(&self.client, &self.metrics, changed, judged).await?;
         Ok((set, Some(judged)))
     }
 
