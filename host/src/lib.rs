@@ -87,6 +87,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// Listing the children the operator manages failed.
+    #[error("failed to list the managed {kind}s")]
+    ListChildren {
+        /// Kind of the children.
+        kind: &'static str,
+        /// What the API server said.
+        #[source]
+        source: kube::Error,
+    },
     /// Writing an AppService status failed.
     #[error("failed to write the status of AppService {name}")]
     Status {
@@ -191,6 +200,7 @@ impl Error {
             Error::ChildConflict { .. } => "child_conflict",
             Error::Get { .. } => "get",
             Error::Prune { .. } => "prune",
+            Error::ListChildren { .. } => "list_children",
             Error::Status { .. } => "status",
             Error::CrdNotInstalled(_) => "crd_not_installed",
             Error::KubeConfig(_) | Error::Client(_) => "client",

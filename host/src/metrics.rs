@@ -67,6 +67,8 @@ pub struct Metrics {
     pub guest_rejections: Family<KindLabel, Counter>,
     /// Reconciles that fell back to the last good guest.
     pub guest_rollbacks: Counter,
+    /// Children of candidate guests sent to the API server as a server-side dry run.
+    pub guest_dry_run_applies: Counter,
     /// Requests sent to the Kubernetes API server, by method (watches are GETs).
     pub kube_requests: Family<MethodLabel, Counter>,
     /// Guest outputs the host refused, by the rule broken (one count per rule per render).
@@ -87,6 +89,7 @@ impl Default for Metrics {
             guest_swaps: Counter::default(),
             guest_rejections: Family::default(),
             guest_rollbacks: Counter::default(),
+            guest_dry_run_applies: Counter::default(),
             kube_requests: Family::default(),
             output_refusals: Family::default(),
         }
@@ -141,6 +144,11 @@ impl Metrics {
             "guest_rollbacks",
             "Reconciles that fell back to the last good guest",
             m.guest_rollbacks.clone(),
+        );
+        registry.register(
+            "guest_dry_run_applies",
+            "Children of candidate guests sent to the API server as a server-side dry run",
+            m.guest_dry_run_applies.clone(),
         );
         registry.register(
             "kube_requests",

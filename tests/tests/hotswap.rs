@@ -332,14 +332,18 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
 
     let runtime = guest::Runtime::new(guest::Config::default())?;
     let same = runtime.load_default()?;
-    let out = app_operator::cli::plan::plan(&client, &same, Some(ns.name())).await?;
+    let out = app_operator::cli::plan::plan(&client, &same, Some(ns.name()))
+        .await?
+        .text();
     assert!(
-        out.contains("0 children would change, 0 AppServices fail"),
+        out.contains("1 AppServices: 0 to create, 0 to change, 0 to delete, 0 refused\n"),
         "{out}"
     );
 
     let tiered = runtime.load(tiered_guest())?;
-    let out = app_operator::cli::plan::plan(&client, &tiered, Some(ns.name())).await?;
+    let out = app_operator::cli::plan::plan(&client, &tiered, Some(ns.name()))
+        .await?
+        .text();
     assert!(out.contains("--- live Deployment/web"), "{out}");
     assert!(out.contains("+        app.kudevops.io/tier: web"), "{out}");
     assert!(out.contains("cpu: 50m"), "{out}");

@@ -1,19 +1,38 @@
 //! `app-operator plan --guest <file.wasm>`: renders every live AppService through a candidate
-//! guest and prints the difference with the live children. Writes nothing: each child is sent
-//! as a server-side apply dry run, so the diff includes the API server's defaults.
+//! guest and shows what the controller would do: the children it would create or change (a
+//! diff with the live child), those it would delete, and what the guest or the API server
+//! refuses. Writes nothing: each child goes through the same server-side dry run as a swap
+//! ([`server_dry_run`]), so the diff includes the API server's defaults and its validation.
+
+mod model;
 
 use std::path::PathBuf;
 
-use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{DynamicObject, ListParams, ObjectMeta};
+use kube::{Client, Resource, ResourceExt};
 use serde_json::Value;
 
+pub use self::model::{Action, AppPlan, ChildPlan, Plan, Summary};
 use super::Connection;
-use crate::consts::FIELD_MANAGER;
 use crate::controller;
+use crate::controller::apply::{ChildKind, keep, orphans_among, ownership};
 use crate::crd::AppService;
-use crate::guest::{self, DesiredObject};
+use crate::guest::{self, DesiredObject, admission::Level};
+use crate::swap::server_dry_run;
 use crate::{Error, Result, error_chain, namespaces, stamp};
+
+/// How `plan` prints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// A diff per child and a summary line.
+    #[default]
+    Text,
+    /// One JSON document ([`Plan`]).
+    Json,
+}
 
 /// Arguments of `app-operator plan`.
 #[derive(Debug, clap::Args)]
@@ -24,6 +43,9 @@ pub struct Args {
     /// Only AppServices in this namespace. Default: all namespaces.
     #[arg(long, short = 'n')]
     pub namespace: Option<String>,
+    /// How to print the plan.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Text)]
+    pub output: Output,
     /// The output policy, as the operator's flags set it.
     #[command(flatten)]
     pub policy: super::PolicyArgs,
@@ -32,7 +54,7 @@ pub struct Args {
     pub connection: Connection,
 }
 
-/// Runs the subcommand: prints a unified-style diff per child on stdout, and a summary line.
+/// Runs the subcommand: prints the plan on stdout.
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let wasm = super::render::read(&args.guest)?;
@@ -42,19 +64,27 @@ pub async fn exec(args: Args) -> Result<()> {
     };
     let policy = guest::Runtime::new(config)?.load(&wasm)?;
     let client = args.connection.client(None).await?;
-    let out = plan(&client, &policy, args.namespace.as_deref()).await?;
-    print!("{out}");
+    let plan = plan(&client, &policy, args.namespace.as_deref()).await?;
+    match args.output {
+        Output::Text => print!("{}", plan.text()),
+        Output::Json => println!(
+            "{}",
+            // NB: the plan is strings, numbers and enums; serializing it cannot fail.
+            serde_json::to_string_pretty(&plan).expect("a plan serializes to JSON")
+        ),
+    }
     Ok(())
 }
 
-/// The plan for every AppService (in `namespace`, or all) under `policy`, as text.
+/// The plan for every AppService (in `namespace`, or all) under `policy`. Fails only when the
+/// AppServices, their namespaces or the managed children cannot be listed; a failure about one
+/// child is reported in the plan ([`Action::Error`]) and the plan goes on.
 pub async fn plan(
     client: &Client,
     policy: &guest::Policy,
     namespace: Option<&str>,
-) -> Result<String> {
-    let apps: Api<AppService> = controller::api(client, namespace);
-    let apps = apps
+) -> Result<Plan> {
+    let apps = controller::api::<AppService>(client, namespace)
         .list(&ListParams::default())
         .await
         .map_err(Error::CrdNotInstalled)?;
@@ -65,63 +95,141 @@ pub async fn plan(
     let levels = namespaces::lookup(client, namespaces)
         .await
         .map_err(Error::Namespaces)?;
-    let mut out = format!("# plan for guest {}\n", policy.digest());
-    let (mut changed, mut failed) = (0, 0);
-    for app in &apps.items {
-        let ns = app.namespace().unwrap_or_default();
-        let level = levels.get(&ns).copied().flatten();
-        let objects = match policy.render(app, level).await {
-            Ok(objects) => stamp::stamp(app, policy.digest(), objects),
-            Err(err) => {
-                failed += 1;
-                out.push_str(&format!(
-                    "! AppService {ns}/{}: {}\n",
-                    app.name_any(),
-                    error_chain(&err)
-                ));
-                continue;
-            }
-        };
-        for object in &objects {
-            let (live, planned) = compare(client, &ns, object).await?;
-            if live != planned {
-                changed += 1;
-                let title = format!("live {}/{} {ns}", object.kind, object.name);
-                out.push_str(&diff(&live, &planned, &title));
-            }
-        }
-    }
-    out.push_str(&format!(
-        "# {} AppServices: {changed} children would change, {failed} AppServices fail\n",
-        apps.items.len()
-    ));
-    Ok(out)
+    let owned = managed_children(client, namespace).await?;
+    let plans = stream::iter(&apps.items)
+        .map(|app| {
+            let level = app
+                .namespace()
+                .and_then(|ns| levels.get(&ns).copied().flatten());
+            plan_app(client, policy, app, level, &owned)
+        })
+        .buffered(server_dry_run::CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+    Ok(Plan::new(policy.digest().to_owned(), plans))
 }
 
-/// The live child and the child after a dry-run apply, as comparable YAML.
-async fn compare(client: &Client, ns: &str, object: &DesiredObject) -> Result<(String, String)> {
-    let (group, version) = match object.api_version.split_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", object.api_version.as_str()),
+/// The Deployments and Services the controller manages (its watches' label selector), by
+/// metadata: where [`orphans_among`] looks for deletions.
+async fn managed_children(
+    client: &Client,
+    namespace: Option<&str>,
+) -> Result<Vec<(ChildKind, ObjectMeta)>> {
+    let params = ListParams::default().labels(&controller::managed_selector());
+    let list_err = |kind: ChildKind| {
+        move |source| Error::ListChildren {
+            kind: kind.as_str(),
+            source,
+        }
     };
-    let gvk = kube::core::GroupVersionKind::gvk(group, version, &object.kind);
-    let resource = ApiResource::from_gvk(&gvk);
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
-    let apply_err = |source| Error::Apply {
-        kind: "child",
-        name: object.name.clone(),
-        source,
-    };
-    let live = api.get_opt(&object.name).await.map_err(apply_err)?;
-    let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
-    let planned = api
-        .patch(&object.name, &params, &Patch::Apply(&object.body))
+    let deployments = controller::api::<Deployment>(client, namespace)
+        .list_metadata(&params)
         .await
-        .map_err(apply_err)?;
-    Ok((
-        live.map(comparable).unwrap_or_default(),
-        comparable(planned),
-    ))
+        .map_err(list_err(ChildKind::Deployment))?;
+    let services = controller::api::<Service>(client, namespace)
+        .list_metadata(&params)
+        .await
+        .map_err(list_err(ChildKind::Service))?;
+    let deployments = deployments
+        .items
+        .into_iter()
+        .map(|d| (ChildKind::Deployment, d.metadata));
+    let services = services
+        .items
+        .into_iter()
+        .map(|s| (ChildKind::Service, s.metadata));
+    Ok(deployments.chain(services).collect())
+}
+
+/// The plan for one AppService: its children as rendered, then the deletions.
+async fn plan_app(
+    client: &Client,
+    policy: &guest::Policy,
+    app: &AppService,
+    level: Option<Level>,
+    owned: &[(ChildKind, ObjectMeta)],
+) -> AppPlan {
+    let ns = app.namespace().unwrap_or_default();
+    let mut plan = AppPlan {
+        namespace: ns.clone(),
+        name: app.name_any(),
+        error: None,
+        children: Vec::new(),
+    };
+    let objects = match policy.render(app, level).await {
+        Ok(objects) => objects,
+        Err(err) => {
+            plan.error = Some(error_chain(&err));
+            return plan;
+        }
+    };
+    let stamped = stamp::stamp(app, policy.digest(), objects.clone());
+    for object in &stamped {
+        plan.children
+            .push(plan_child(client, &ns, app, object).await);
+    }
+    let keep = keep(&objects);
+    let found = owned.iter().map(|(kind, meta)| (*kind, meta));
+    for (kind, name, _) in orphans_among(found, app, &keep) {
+        plan.children.push(ChildPlan {
+            kind: kind.as_str().to_owned(),
+            name,
+            action: Action::Delete,
+            diff: String::new(),
+            message: None,
+        });
+    }
+    plan
+}
+
+/// What the controller would do with one stamped child of `app`: refuse it when it exists and
+/// `app` may not write it ([`ownership`]), else what the server-side dry run says.
+async fn plan_child(
+    client: &Client,
+    ns: &str,
+    app: &AppService,
+    object: &DesiredObject,
+) -> ChildPlan {
+    let child = |action, diff, message| ChildPlan {
+        kind: object.kind.clone(),
+        name: object.name.clone(),
+        action,
+        diff,
+        message,
+    };
+    let live = match server_dry_run::get(client, ns, object).await {
+        Ok(live) => live,
+        Err(err) => return child(Action::Error, String::new(), Some(error_chain(&err))),
+    };
+    if let Some(Err(owner)) = live.as_ref().map(|l| ownership(l.meta(), app)) {
+        let message = format!(
+            "{} {} exists and is not controlled by this AppService ({owner}); the controller \
+             leaves it untouched",
+            object.kind, object.name
+        );
+        return child(Action::Refused, String::new(), Some(message));
+    }
+    match server_dry_run::apply(client, ns, object).await {
+        Ok(planned) => {
+            let action = match &live {
+                None => Action::Create,
+                Some(_) => Action::Change,
+            };
+            let old = live.map(comparable).unwrap_or_default();
+            let title = format!("live {}/{} {ns}", object.kind, object.name);
+            let diff = diff(&old, &comparable(planned), &title);
+            let action = if diff.is_empty() {
+                Action::Unchanged
+            } else {
+                action
+            };
+            child(action, diff, None)
+        }
+        Err(err) if err.is_transient() => {
+            child(Action::Error, String::new(), Some(error_chain(&err)))
+        }
+        Err(err) => child(Action::Refused, String::new(), Some(error_chain(&err))),
+    }
 }
 
 /// YAML of the object without what changes on every write (managed fields, versions, status).

@@ -289,10 +289,7 @@ pub async fn prune(
     app: &AppService,
     objects: &[DesiredObject],
 ) -> Result<Vec<String>> {
-    let keep: BTreeSet<(ChildKind, &str)> = objects
-        .iter()
-        .filter_map(|o| Some((ChildKind::of(&o.api_version, &o.kind)?, o.name.as_str())))
-        .collect();
+    let keep = keep(objects);
     let mut pruned = Vec::new();
     for (kind, name, uid) in orphans(children, app, &keep) {
         let ns = app.namespace().unwrap_or_default();
@@ -315,11 +312,37 @@ fn orphans(
     app: &AppService,
     keep: &BTreeSet<(ChildKind, &str)>,
 ) -> Vec<(ChildKind, String, Option<String>)> {
+    let deployments = children.deployments.state();
+    let services = children.services.state();
+    let cached = deployments
+        .iter()
+        .map(|d| (ChildKind::Deployment, d.meta()))
+        .chain(services.iter().map(|s| (ChildKind::Service, s.meta())));
+    orphans_among(cached, app, keep)
+}
+
+/// The keys of `objects` (the guest's output) as [`orphans_among`] takes them: the children to
+/// keep.
+pub fn keep(objects: &[DesiredObject]) -> BTreeSet<(ChildKind, &str)> {
+    objects
+        .iter()
+        .filter_map(|o| Some((ChildKind::of(&o.api_version, &o.kind)?, o.name.as_str())))
+        .collect()
+}
+
+/// `(kind, name, uid)` of the children among `found` that `app` controls (same namespace, `app`
+/// as controlling owner) and that are not in `keep`: what [`prune`] deletes. `plan` calls it
+/// with the children it lists, the controller with its caches.
+pub fn orphans_among<'a>(
+    found: impl IntoIterator<Item = (ChildKind, &'a ObjectMeta)>,
+    app: &AppService,
+    keep: &BTreeSet<(ChildKind, &str)>,
+) -> Vec<(ChildKind, String, Option<String>)> {
     let Some(owner_uid) = app.uid() else {
         return Vec::new();
     };
     let ns = app.namespace();
-    let controlled = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+    let controlled = |meta: &ObjectMeta| {
         meta.namespace == ns
             && meta
                 .owner_references
@@ -327,15 +350,18 @@ fn orphans(
                 .flatten()
                 .any(|o| o.controller == Some(true) && o.uid == owner_uid)
     };
-    let mut found = Vec::new();
-    for d in children.deployments.state_filter(|d| controlled(d.meta())) {
-        found.push((ChildKind::Deployment, d.name_any(), d.uid()));
-    }
-    for s in children.services.state_filter(|s| controlled(s.meta())) {
-        found.push((ChildKind::Service, s.name_any(), s.uid()));
-    }
-    found.retain(|(kind, name, _)| !keep.contains(&(*kind, name.as_str())));
     found
+        .into_iter()
+        .filter(|(_, meta)| controlled(meta))
+        .map(|(kind, meta)| {
+            (
+                kind,
+                meta.name.clone().unwrap_or_default(),
+                meta.uid.clone(),
+            )
+        })
+        .filter(|(kind, name, _)| !keep.contains(&(*kind, name.as_str())))
+        .collect()
 }
 
 async fn delete<K>(

@@ -7,7 +7,7 @@ pub mod status;
 mod uptodate;
 mod watches;
 
-pub use watches::api;
+pub use watches::{api, managed_selector};
 
 use std::collections::HashMap;
 use std::future::Future;

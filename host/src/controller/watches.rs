@@ -72,6 +72,11 @@ impl SyncTracker {
     }
 }
 
+/// The label selector of the children the operator manages (and watches).
+pub fn managed_selector() -> String {
+    format!("{LABEL_MANAGED_BY}={MANAGED_BY}")
+}
+
 /// The namespace's (or all namespaces') `K`s.
 pub fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
@@ -125,8 +130,9 @@ where
     K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
-    let selector = format!("{LABEL_MANAGED_BY}={MANAGED_BY}");
-    let config = watcher::Config::default().labels(&selector).any_semantic();
+    let config = watcher::Config::default()
+        .labels(&managed_selector())
+        .any_semantic();
     let stream = watcher(api::<K>(client, namespace), config)
         .default_backoff()
         // NB: managedFields are most of a cached object's size and the controller never reads them.

@@ -4,14 +4,15 @@
 //! The set is swapped atomically ([`arc_swap`]): a reconcile picks its guest once, at its start,
 //! so calls in flight finish on the guest they started with. [`source`] feeds new sets from a
 //! ConfigMap ([`contents`]) after checking them ([`trust`] for signatures, [`pin`] for pinned
-//! digests, then a dry run) and keeps a [`record`] of the set in force; [`selector`] parses the
-//! canary's label selector.
+//! digests, then a dry run in the sandbox and with [`server_dry_run`] on the API server) and
+//! keeps a [`record`] of the set in force; [`selector`] parses the canary's label selector.
 
 pub mod contents;
 pub mod pin;
 pub mod record;
 pub mod rejection;
 pub mod selector;
+pub mod server_dry_run;
 pub mod source;
 pub mod trust;
 mod validate;

@@ -33,7 +33,7 @@ use tracing::{info, warn};
 use super::contents::Contents;
 use super::pin::{Origin, Pins};
 use super::rejection::{self, Rejection};
-use super::{Canary, Guests, Role, Set, SetKey, record, selector, trust, validate};
+use super::{Canary, Guests, Role, Set, SetKey, record, selector, server_dry_run, trust, validate};
 use crate::consts::{
     ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY, ANNOTATION_GUEST_MESSAGE,
     ANNOTATION_GUEST_STATE,
@@ -407,7 +407,8 @@ impl Source {
             .await
             .map_err(Rejection::Namespaces)?;
         let current = self.guests.current();
-        let judged = validate::dry_run(&current, &set, &apps.items, &levels).await?;
+        let (judged, changed) = validate::dry_run(&current, &set, &apps.items, &levels).await?;
+        let judged = server_dry_run::judge(&self.client, &self.metrics, changed, judged).await?;
         Ok((set, judged))
     }
 

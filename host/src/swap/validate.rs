@@ -1,6 +1,8 @@
 //! The dry run a candidate set of guests must pass before it is put in force: every live
 //! AppService rendered, in the sandbox, by the guest in force for it and by the guest the
-//! candidate would give it. Only regressions reject the candidate. Nothing is written.
+//! candidate would give it. Only regressions reject the candidate. Nothing is written. The
+//! AppServices whose output would change then go through the API server's dry run
+//! ([`super::server_dry_run`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -9,9 +11,10 @@ use futures::{StreamExt, stream};
 use kube::ResourceExt;
 
 use super::Set;
+use super::server_dry_run::{self, Changed};
 use crate::crd::AppService;
 use crate::error_chain;
-use crate::guest::{self, admission::Level};
+use crate::guest::{self, DesiredObject, admission::Level};
 use crate::text::Listed;
 
 /// Most dry-run renders in flight. NB: the guest calls themselves share the runtime's memory
@@ -52,6 +55,9 @@ pub enum Problem {
     },
     /// A render could not run at all (its blocking task failed): no verdict, try again.
     Interrupted(guest::Error),
+    /// The API server refuses the candidate's output and accepts that of the guest in force,
+    /// or (transient) gave no answer.
+    Api(server_dry_run::Error),
 }
 
 /// A regression of the candidate on one AppService.
@@ -86,6 +92,17 @@ impl fmt::Display for Regression {
                 "the dry run of AppService {ns}/{name} was interrupted: {}",
                 error_chain(e)
             ),
+            Problem::Api(e) if e.is_transient() => write!(
+                f,
+                "the server-side dry run of AppService {ns}/{name} got no answer: {}",
+                error_chain(e)
+            ),
+            Problem::Api(e) => write!(
+                f,
+                "guest {digest}'s output for AppService {ns}/{name} fails the server-side dry \
+                 run: {}",
+                error_chain(e)
+            ),
         }
     }
 }
@@ -101,11 +118,14 @@ pub struct Regressions {
 }
 
 impl Regressions {
-    /// Whether the verdict may change on its own: a render was interrupted rather than judged.
+    /// Whether the verdict may change on its own: a render was interrupted, or the API server
+    /// did not answer, rather than judged.
     pub fn is_transient(&self) -> bool {
-        self.regressions
-            .iter()
-            .any(|r| matches!(r.problem, Problem::Interrupted(_)))
+        self.regressions.iter().any(|r| match &r.problem {
+            Problem::Interrupted(_) => true,
+            Problem::Api(e) => e.is_transient(),
+            Problem::Fails(_) | Problem::PrunesAll { .. } => false,
+        })
     }
 }
 
@@ -139,7 +159,8 @@ pub fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
 /// Renders every AppService in `apps` through the guest `current` selects for it and the one
 /// `candidate` selects, under the output policy at the level `levels` gives for its namespace
 /// (an AppService both select the same guest for is not rendered: nothing can change). Returns
-/// how many AppServices were judged, or the regressions.
+/// how many AppServices were judged and those whose output the candidate changes (for the
+/// server-side dry run), or the regressions.
 ///
 /// The renders run [`CONCURRENCY`] at once. A render that failed transiently there (a missed
 /// deadline under that load, no free instance) is rendered again, one AppService at a time, up
@@ -150,7 +171,7 @@ pub async fn dry_run(
     candidate: &Set,
     apps: &[AppService],
     levels: &HashMap<String, Option<Level>>,
-) -> Result<usize, Regressions> {
+) -> Result<(usize, Vec<Changed>), Regressions> {
     // NB: owned futures (no closures over borrowed AppServices in the stream), so the caller's
     // future stays `Send` for `tokio::spawn`.
     let renders: Vec<_> = apps
@@ -167,23 +188,26 @@ pub async fn dry_run(
             (pair.current.digest() != pair.candidate.digest()).then(|| pair.judge())
         })
         .collect();
-    let judged: Vec<(Outcome, Pair)> = stream::iter(renders)
+    let judged: Vec<(Renders, Pair)> = stream::iter(renders)
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
     let mut outcomes = Vec::with_capacity(judged.len());
-    for (mut outcome, pair) in judged {
+    let mut changed = Vec::new();
+    for (mut renders, pair) in judged {
         for _ in 0..RETRIES {
-            if !outcome.is_unsettled() {
+            if !renders.is_unsettled() {
                 break;
             }
-            pair.settle(&mut outcome).await;
+            pair.settle(&mut renders).await;
         }
+        let (outcome, change) = pair.outcome(renders);
         outcomes.push(outcome);
+        changed.extend(change);
     }
     let regressions = regressions(outcomes);
     if regressions.is_empty() {
-        Ok(apps.len())
+        Ok((apps.len(), changed))
     } else {
         Err(Regressions {
             regressions,
@@ -203,38 +227,66 @@ struct Pair {
     app: AppService,
 }
 
+/// What the two guests of a [`Pair`] rendered.
+struct Renders {
+    current: Result<Vec<DesiredObject>, guest::Error>,
+    candidate: Result<Vec<DesiredObject>, guest::Error>,
+}
+
 impl Pair {
     /// Renders the AppService through both guests at once.
-    async fn judge(self) -> (Outcome, Pair) {
+    async fn judge(self) -> (Renders, Pair) {
         let (current, candidate) = futures::join!(
             self.current.render(&self.app, self.level),
             self.candidate.render(&self.app, self.level)
         );
+        (Renders { current, candidate }, self)
+    }
+
+    /// Renders again, one after the other, each side that failed transiently.
+    async fn settle(&self, renders: &mut Renders) {
+        if renders.current.as_ref().is_err_and(retriable) {
+            renders.current = self.current.render(&self.app, self.level).await;
+        }
+        if renders.candidate.as_ref().is_err_and(retriable) {
+            renders.candidate = self.candidate.render(&self.app, self.level).await;
+        }
+    }
+
+    /// The outcome of `renders`, and the AppService as changed when both rendered and the
+    /// objects differ.
+    fn outcome(self, renders: Renders) -> (Outcome, Option<Changed>) {
+        let (current, current_objects) = counted(renders.current);
+        let (candidate, candidate_objects) = counted(renders.candidate);
         let outcome = Outcome {
             namespace: self.app.namespace().unwrap_or_default(),
             name: self.app.name_any(),
             digest: self.candidate.digest().to_owned(),
-            current: current.map(|objects| objects.len()),
-            candidate: candidate.map(|objects| objects.len()),
+            current,
+            candidate,
         };
-        (outcome, self)
+        // NB: the same objects under another digest only change the digest annotation, which
+        // the API server cannot refuse when it takes the current output.
+        let changed = match (current_objects, candidate_objects) {
+            (Some(current), Some(candidate)) if current != candidate => Some(Changed {
+                app: self.app,
+                current_digest: self.current.digest().to_owned(),
+                current,
+                candidate_digest: self.candidate.digest().to_owned(),
+                candidate,
+            }),
+            _ => None,
+        };
+        (outcome, changed)
     }
+}
 
-    /// Renders again, one after the other, each side of `outcome` that failed transiently.
-    async fn settle(&self, outcome: &mut Outcome) {
-        if outcome.current.as_ref().is_err_and(retriable) {
-            outcome.current = self.render(&self.current).await;
-        }
-        if outcome.candidate.as_ref().is_err_and(retriable) {
-            outcome.candidate = self.render(&self.candidate).await;
-        }
-    }
-
-    async fn render(&self, policy: &guest::Policy) -> Result<usize, guest::Error> {
-        policy
-            .render(&self.app, self.level)
-            .await
-            .map(|objects| objects.len())
+impl Renders {
+    /// Whether either side failed in a way worth rendering again.
+    fn is_unsettled(&self) -> bool {
+        [&self.current, &self.candidate]
+            .into_iter()
+            .any(|r| r.as_ref().is_err_and(retriable))
     }
 }
 
@@ -245,12 +297,13 @@ fn retriable(error: &guest::Error) -> bool {
     error.is_transient() && !matches!(error, guest::Error::Task(_))
 }
 
-impl Outcome {
-    /// Whether either side failed in a way worth rendering again.
-    fn is_unsettled(&self) -> bool {
-        [&self.current, &self.candidate]
-            .into_iter()
-            .any(|r| r.as_ref().is_err_and(retriable))
+/// A render as an [`Outcome`] takes it (the number of objects, or the error), and its objects.
+fn counted(
+    render: Result<Vec<DesiredObject>, guest::Error>,
+) -> (Result<usize, guest::Error>, Option<Vec<DesiredObject>>) {
+    match render {
+        Ok(objects) => (Ok(objects.len()), Some(objects)),
+        Err(e) => (Err(e), None),
     }
 }
 
@@ -258,7 +311,7 @@ impl Outcome {
 mod tests {
     use std::time::Duration;
 
-    use super::{Outcome, Problem, Regressions, regressions, retriable};
+    use super::{Outcome, Problem, Regressions, Renders, regressions, retriable};
     use crate::guest::Error;
 
     fn outcome(
@@ -343,9 +396,10 @@ mod tests {
         assert!(retriable(&deadline()));
         assert!(!retriable(&Error::Memory(1)));
         assert!(!retriable(&Error::Fuel(1)));
-        assert!(outcome("slow", Ok(2), Err(deadline())).is_unsettled());
-        assert!(outcome("slow-now", Err(deadline()), Err(Error::Fuel(1))).is_unsettled());
-        assert!(!outcome("judged", Ok(2), Err(Error::Fuel(1))).is_unsettled());
-        assert!(!outcome("fine", Ok(2), Ok(2)).is_unsettled());
+        let renders = |current, candidate| Renders { current, candidate };
+        assert!(renders(Ok(vec![]), Err(deadline())).is_unsettled());
+        assert!(renders(Err(deadline()), Err(Error::Fuel(1))).is_unsettled());
+        assert!(!renders(Ok(vec![]), Err(Error::Fuel(1))).is_unsettled());
+        assert!(!renders(Ok(vec![]), Ok(vec![])).is_unsettled());
     }
 }

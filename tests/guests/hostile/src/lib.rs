@@ -2,8 +2,9 @@
 //! wrong, unless the label `hostile.kudevops.io/misdeed` does (and `hostile.kudevops.io/target`
 //! names the object a take-over aims at).
 //!
-//! Any other name renders one valid Deployment (of busybox), so a test can check that the
-//! runtime still serves the next call, and the hot swap tests can let it govern AppServices.
+//! Any other name renders one valid Deployment (of busybox) and no Service, so a test can check
+//! that the runtime still serves the next call, the hot swap tests can let it govern
+//! AppServices, and `plan` shows the deletion of the Service the default guest renders.
 
 // NB: the glue wit-bindgen generates exports C ABI symbols, which the workspace's `unsafe_code`
 // lint flags; this crate has no other unsafe code.
@@ -122,6 +123,21 @@ impl Guest for Hostile {
                 label("hostile.kudevops.io/target").unwrap_or("victim"),
                 "",
             )]),
+            // The server-side dry run's cases: each passes the host, the API server refuses it.
+            // A selector unlike the default guest's `app: <name>`: immutable once applied.
+            "selector-change" => Ok(vec![pod_labelled(
+                name,
+                &format!(r#"{{"app":"{name}","hostile.kudevops.io/selector":"moved"}}"#),
+            )]),
+            // Negative replicas: well-formed JSON, invalid for the API server's validation.
+            "api-invalid" => Ok(vec![object(
+                "apps/v1",
+                "Deployment",
+                name,
+                deployment(name, "")
+                    .body
+                    .replace(r#""replicas":1"#, r#""replicas":-1"#),
+            )]),
             "many-objects" => Ok((0..5000)
                 .map(|i| service(&format!("{name}-{i}"), r#""selector":{"app":"NAME"}"#))
                 .collect()),
@@ -151,6 +167,14 @@ fn deployment(name: &str, extra_meta: &str) -> DesiredObject {
     let labels = format!(r#"{{"app":"{name}"}}"#);
     let body = format!(
         r#"{{"apiVersion":"apps/v1","kind":"Deployment","metadata":{{"name":"{name}"{extra_meta}}},"spec":{{"replicas":1,"selector":{{"matchLabels":{labels}}},"template":{{"metadata":{{"labels":{labels}}},"spec":{{"containers":[{{"name":"app","image":"busybox"}}]}}}}}}}}"#
+    );
+    object("apps/v1", "Deployment", name, body)
+}
+
+/// A Deployment of busybox whose selector and pod labels are `labels` (a JSON object).
+fn pod_labelled(name: &str, labels: &str) -> DesiredObject {
+    let body = format!(
+        r#"{{"metadata":{{"name":"{name}"}},"spec":{{"replicas":1,"selector":{{"matchLabels":{labels}}},"template":{{"metadata":{{"labels":{labels}}},"spec":{{"containers":[{{"name":"app","image":"busybox"}}]}}}}}}}}"#
     );
     object("apps/v1", "Deployment", name, body)
 }

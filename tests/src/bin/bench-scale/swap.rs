@@ -22,7 +22,7 @@ use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::{Args, Operator, Stores, http_get, prom};
+use crate::{Args, Operator, Stores, http_get, load_average, prom};
 
 /// What one swap measured.
 pub struct Swap {
@@ -37,6 +37,10 @@ pub struct Swap {
     children: Duration,
     /// From the ConfigMap write until every AppService's status names the new digest.
     status: Duration,
+    /// Children the operator sent to the API server as a server-side dry run of the guest.
+    dry_run_applies: u64,
+    /// The load averages when the ConfigMap was written and when the guest was put in force.
+    load: (String, String),
     /// Reconciles that failed between the write and the end.
     failures: u64,
     /// Reconciles run between the write and the end.
@@ -52,6 +56,10 @@ impl Swap {
         println!(
             "  validated and active   {:>8.1} s  (dry run on all {count} AppServices included)",
             self.activated.as_secs_f64()
+        );
+        println!(
+            "  server-side dry run    {:>8}   children (load average {} at the write, {} when active)",
+            self.dry_run_applies, self.load.0, self.load.1
         );
         println!(
             "  all {count} re-applied     {:>8.1} s  (every Deployment and Service carries the new digest)",
@@ -106,6 +114,8 @@ async fn swap(
     } = Stores::watch(client, ns).await?;
     let before = counters(&args.metrics_addr).await?;
     let swaps_before = swaps(&args.metrics_addr).await?;
+    let dry_run_before = dry_run_applies(&args.metrics_addr).await?;
+    let load_before = load_average();
     let count = apps.state().len();
 
     let cm = ConfigMap {
@@ -127,10 +137,12 @@ async fn swap(
 
     let deadline = started + Duration::from_secs(args.timeout_secs);
     let (mut activated, mut children, mut status) = (None, None, None);
+    let mut load_active = String::new();
     while children.is_none() || status.is_none() || activated.is_none() {
         operator.check_alive()?;
         if activated.is_none() && swaps(&args.metrics_addr).await? > swaps_before {
             activated = Some(started.elapsed());
+            load_active = load_average();
         }
         let carried = carrying(&deployments, &digest).min(carrying(&services, &digest));
         let reported = apps
@@ -158,6 +170,8 @@ async fn swap(
         activated: activated.expect("loop ends when set"),
         children: children.expect("loop ends when set"),
         status: status.expect("loop ends when set"),
+        dry_run_applies: dry_run_applies(&args.metrics_addr).await? - dry_run_before,
+        load: (load_before, load_active),
         failures: after.1 - before.1,
         reconciles: after.0 - before.0,
         peak_rss_kib: operator.peak_rss_kib()?,
@@ -185,6 +199,12 @@ fn carrying<K: Resource<DynamicType = ()> + Clone + 'static>(
 async fn swaps(metrics_addr: &str) -> anyhow::Result<u64> {
     let text = http_get(metrics_addr, "/metrics").await?;
     Ok(prom::sum(&text, "app_operator_guest_swaps_total", "") as u64)
+}
+
+/// Children sent as a server-side dry run of a candidate guest, from the operator's metrics.
+async fn dry_run_applies(metrics_addr: &str) -> anyhow::Result<u64> {
+    let text = http_get(metrics_addr, "/metrics").await?;
+    Ok(prom::sum(&text, "app_operator_guest_dry_run_applies_total", "") as u64)
 }
 
 /// `(reconciles, failed reconciles)` from the operator's metrics.
