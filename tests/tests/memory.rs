@@ -3,7 +3,6 @@
 //! process stays up, and its peak RSS stays under the memory limit it was given; a budget that
 //! does not fit that limit is refused at start-up.
 
-
 use anyhow::Context;
 use app_operator::crd::AppService;
 use app_operator_e2e::appservice::{CONVERGE, condition, create, sample_named};
