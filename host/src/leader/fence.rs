@@ -285,4 +285,49 @@ mod tests {
             .await
             .expect("a closed fence is expired");
     }
+
+    async fn send(fence: &Fence, method: Method, path: &str, reply: &'static str) -> bool {
+        use tower::ServiceExt;
+        let inner = tower::service_fn(move |_: Request<Body>| async move {
+            Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(reply))))
+        });
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(Body::empty())
+            .expect("a valid request");
+        fence.layer().layer(inner).oneshot(request).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn the_layer_refuses_writes_until_a_renewal_names_this_replica() {
+        const APPLY: &str = "/apis/apps/v1/namespaces/web/deployments/web";
+        const LEASE: &str =
+            "/apis/coordination.k8s.io/v1/namespaces/ops/leases/app-operator-leader";
+        let fence = Fence::new("a", R);
+        fence.arm();
+        assert!(
+            send(&fence, Method::GET, APPLY, "{}").await,
+            "reads always pass"
+        );
+        assert!(
+            !send(&fence, Method::PATCH, APPLY, "{}").await,
+            "no renewal yet"
+        );
+        let theirs = r#"{"spec":{"holderIdentity":"b"}}"#;
+        assert!(
+            send(&fence, Method::PATCH, LEASE, theirs).await,
+            "Lease writes pass"
+        );
+        assert!(
+            !send(&fence, Method::PATCH, APPLY, "{}").await,
+            "another holder renews nothing"
+        );
+        let ours = r#"{"spec":{"holderIdentity":"a"}}"#;
+        assert!(send(&fence, Method::PATCH, LEASE, ours).await);
+        assert!(send(&fence, Method::PATCH, APPLY, "{}").await, "renewed");
+        assert!(send(&fence, Method::DELETE, APPLY, "{}").await);
+        fence.close();
+        assert!(!send(&fence, Method::POST, APPLY, "{}").await, "closed");
+    }
 }
