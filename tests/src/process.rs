@@ -86,6 +86,17 @@ impl OperatorProcess {
         args: &[&str],
         log_dir: &Path,
     ) -> anyhow::Result<Self> {
+        Self::start_with_env(name, kubeconfig, args, log_dir, &[])
+    }
+
+    /// [`OperatorProcess::start`] with the variables `env` set as well (e.g. `RUST_LOG`).
+    pub fn start_with_env(
+        name: &str,
+        kubeconfig: &Path,
+        args: &[&str],
+        log_dir: &Path,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let binary = binary()?;
         let probe_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
@@ -105,6 +116,7 @@ impl OperatorProcess {
             // NB: the operator must not pick up the tests' own variables (e.g. POD_NAME).
             .env_remove("POD_NAME")
             .env_remove("KUBECONFIG")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)
@@ -179,6 +191,34 @@ impl OperatorProcess {
         self.child.kill().context("failed to kill the operator")?;
         self.child.wait()?;
         Ok(())
+    }
+
+    /// Sends `signal` (e.g. `STOP`, `CONT`) to the process.
+    pub fn signal(&self, signal: &str) -> anyhow::Result<()> {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()?;
+        anyhow::ensure!(status.success(), "kill -{signal} {pid} failed");
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the process to exit on its own; returns its status.
+    pub async fn wait_exit(
+        &mut self,
+        timeout: Duration,
+    ) -> anyhow::Result<std::process::ExitStatus> {
+        wait::until("the operator to exit", timeout, || {
+            let exited = self.child.try_wait();
+            async move { Ok(exited?) }
+        })
+        .await
+    }
+
+    /// Lines of the log that contain `text`.
+    pub fn log_count(&self, text: &str) -> usize {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines().filter(|l| l.contains(text)).count()
     }
 
     /// Sends SIGTERM and waits up to 30 s for the process to exit; returns whether it exited 0.

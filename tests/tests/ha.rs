@@ -1,13 +1,14 @@
 //! High availability, proved: two operator processes with leader election against the local
 //! control plane; only the Lease holder reconciles, and when it is killed the standby takes over
-//! and converges the changes made meanwhile.
+//! and converges the changes made meanwhile; a leader paused past its Lease sends no write once
+//! resumed and exits.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use app_operator::consts::LEADER_LEASE;
 use app_operator::crd::AppService;
-use app_operator_e2e::appservice::{create, sample_named, wait_deployment, wait_ready};
+use app_operator_e2e::appservice::{create, images, sample_named, wait_deployment, wait_ready};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::operator::install_crd;
 use app_operator_e2e::process::OperatorProcess;
@@ -116,6 +117,100 @@ async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     );
     assert!(second.metric(reconciles).unwrap_or(0.0) > 0.0);
     assert_eq!(second.metric("app_operator_leader"), Some(1.0));
+    assert!(
+        second.terminate().await?,
+        "the new leader did not exit cleanly"
+    );
+    let _ = std::fs::remove_dir_all(&work);
+    Ok(())
+}
+
+/// What the fence logs (at debug) for every write it lets through, and for each it refuses.
+const SENT: &str = "write sent under the leader Lease";
+const REFUSED: &str = "write refused: the leader Lease is not surely held";
+
+#[tokio::test]
+async fn a_paused_leader_sends_no_write_after_losing_the_lease() -> anyhow::Result<()> {
+    let client = client().await?;
+    install_crd(&client).await?;
+    let ops = TestNamespace::create(&client, "fence-op").await?;
+    let apps_ns = TestNamespace::create(&client, "fence-apps").await?;
+    let work = std::env::temp_dir().join(format!("app-operator-fence-{}", ops.name()));
+    let lease = LEASE_SECS.to_string();
+    let start = |identity: &'static str| {
+        let args = [
+            "--namespace",
+            apps_ns.name(),
+            "--leader-elect",
+            "--leader-elect-namespace",
+            ops.name(),
+            "--leader-elect-identity",
+            identity,
+            "--leader-elect-lease-secs",
+            &lease,
+            "--leader-elect-renew-grace-secs",
+            "2",
+            "--leader-elect-renew-deadline-secs",
+            "5",
+        ];
+        let env = [("RUST_LOG", "info,app_operator::leader::fence=debug")];
+        OperatorProcess::start_with_env(identity, &kubeconfig_path(), &args, &work, &env)
+    };
+    let mut first = start("fence-a")?;
+    first.wait_readyz("ready").await?;
+    let mut second = start("fence-b")?;
+    second.wait_readyz("standby").await?;
+
+    let apps: Api<AppService> = Api::namespaced(client.clone(), apps_ns.name());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), apps_ns.name());
+    create(&client, apps_ns.name(), &sample_named("web")).await?;
+    wait_ready(&apps, "web", "3/3").await?;
+
+    // Pause the leader past its Lease (a partition, a stalled node), and change the spec.
+    first.signal("STOP")?;
+    let sent = first.log_count(SENT);
+    assert!(sent > 0, "the leader's writes do not go through the fence");
+    let change = json!({"spec": {"image": "nginx:1.27", "replicas": 2}});
+    apps.patch("web", &PatchParams::default(), &Patch::Merge(&change))
+        .await?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), ops.name());
+    wait::until(
+        "the standby to take the Lease",
+        Duration::from_secs(LEASE_SECS * 5),
+        || async { Ok((holder(&leases).await?.as_deref() == Some("fence-b")).then_some(())) },
+    )
+    .await
+    .with_context(|| format!("standby log tail:\n{}", second.log_tail(20)))?;
+    wait_deployment(&deployments, "web", 2, "nginx:1.27").await?;
+
+    // Resumed, the old leader has the watch events of the change (and of the new leader's
+    // writes) to act on, but its renew deadline has passed: it must send nothing, and exit.
+    first.signal("CONT")?;
+    let status = first.wait_exit(Duration::from_secs(LEASE_SECS * 3)).await?;
+    assert!(
+        !status.success(),
+        "the old leader exited cleanly without the Lease"
+    );
+    assert!(
+        first.log_count("lost leadership of Lease") == 1,
+        "log tail:\n{}",
+        first.log_tail(20)
+    );
+    let refused = first.log_count(REFUSED);
+    println!(
+        "paused leader: {sent} writes sent while leading, {} after resuming, {refused} refused",
+        first.log_count(SENT) - sent
+    );
+    assert_eq!(
+        first.log_count(SENT),
+        sent,
+        "the old leader wrote after losing the Lease; log tail:\n{}",
+        first.log_tail(30)
+    );
+    // What the new leader applied stands.
+    let web = deployments.get("web").await?;
+    assert_eq!(images(&web), ["nginx:1.27"]);
+    assert_eq!(web.spec.replicas, Some(2));
     assert!(
         second.terminate().await?,
         "the new leader did not exit cleanly"

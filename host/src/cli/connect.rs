@@ -7,6 +7,7 @@ use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tower::util::MapRequestLayer;
 
+use crate::leader::Fence;
 use crate::metrics::Metrics;
 use crate::{Error, Result};
 
@@ -25,6 +26,16 @@ impl Connection {
     /// A client from `kubeconfig` (and `context`), or from the environment's usual sources, that
     /// counts its requests in `metrics` when given.
     pub async fn client(&self, metrics: Option<&Metrics>) -> Result<Client> {
+        self.fenced_client(metrics, None).await
+    }
+
+    /// [`Connection::client`] whose writes pass only while `fence`, when given, is open; refused
+    /// writes are not counted in `metrics`.
+    pub async fn fenced_client(
+        &self,
+        metrics: Option<&Metrics>,
+        fence: Option<&Fence>,
+    ) -> Result<Client> {
         let (kubeconfig, context) = (self.kubeconfig.as_ref(), self.context.as_deref());
         let options = KubeConfigOptions {
             context: context.map(str::to_owned),
@@ -52,9 +63,12 @@ impl Connection {
             }
             request
         });
-        Ok(ClientBuilder::try_from(config)
+        let builder = ClientBuilder::try_from(config)
             .map_err(Error::Client)?
-            .with_layer(&count)
-            .build())
+            .with_layer(&count);
+        Ok(match fence {
+            Some(fence) => builder.with_layer(&fence.layer()).build(),
+            None => builder.build(),
+        })
     }
 }

@@ -147,6 +147,15 @@ pub struct LeaderArgs {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub leader_elect_renew_grace_secs: u64,
+    /// Seconds after its last confirmed renewal at which the leader stops writing and gives up
+    /// the Lease (failed renewals are retried until then); at least 1 s less than the lease and
+    /// more than lease minus grace. Default: the lease minus half the grace, at least 1 s (13).
+    #[arg(
+        long = "leader-elect-renew-deadline-secs",
+        env = "APP_OPERATOR_LEADER_ELECT_RENEW_DEADLINE_SECS",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub leader_elect_renew_deadline_secs: Option<u64>,
 }
 
 impl LeaderArgs {
@@ -160,12 +169,34 @@ impl LeaderArgs {
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_owned());
         let mut config = leader::Config::new(namespace);
-        if let Some(identity) = &self.leader_elect_identity {
-            config.identity = identity.clone();
-        }
+        config.identity = self.identity();
         config.lease_duration = Duration::from_secs(self.leader_elect_lease_secs);
         config.renew_grace = Duration::from_secs(self.leader_elect_renew_grace_secs);
+        config.renew_deadline = self.renew_deadline();
         Some(config)
+    }
+
+    /// This replica's identity: the flag, else [`leader::default_identity`].
+    pub fn identity(&self) -> String {
+        self.leader_elect_identity
+            .clone()
+            .unwrap_or_else(leader::default_identity)
+    }
+
+    /// The fence of the leader's client, or `None` when leader election is off.
+    pub fn fence(&self) -> Option<leader::Fence> {
+        self.leader_elect
+            .then(|| leader::Fence::new(self.identity(), self.renew_deadline()))
+    }
+
+    fn renew_deadline(&self) -> Duration {
+        match self.leader_elect_renew_deadline_secs {
+            Some(secs) => Duration::from_secs(secs),
+            None => leader::Config::default_renew_deadline(
+                Duration::from_secs(self.leader_elect_lease_secs),
+                Duration::from_secs(self.leader_elect_renew_grace_secs),
+            ),
+        }
     }
 }
 
@@ -240,7 +271,11 @@ pub async fn exec(args: Args) -> Result<()> {
     let trusted_keys = args.trusted_keys()?;
     let mut registry = metrics::registry();
     let metrics = Metrics::register(&mut registry);
-    let client = args.connection.client(Some(&metrics)).await?;
+    let fence = args.leader.fence();
+    let client = args
+        .connection
+        .fenced_client(Some(&metrics), fence.as_ref())
+        .await?;
 
     let leader_gauge = leader::register(&mut registry);
     let readiness = Arc::new(Readiness::default());
@@ -320,8 +355,8 @@ pub async fn exec(args: Args) -> Result<()> {
     metrics.guests_active(&current);
     readiness.guest_loaded();
 
-    match args.leader.config(&client) {
-        Some(election) => {
+    match (args.leader.config(&client), fence) {
+        (Some(election), Some(fence)) => {
             let work = |stop| {
                 lead(
                     source,
@@ -336,6 +371,7 @@ pub async fn exec(args: Args) -> Result<()> {
             leader::run(
                 client.clone(),
                 election,
+                fence,
                 readiness.clone(),
                 leader_gauge,
                 shutdown,
@@ -343,7 +379,7 @@ pub async fn exec(args: Args) -> Result<()> {
             )
             .await?;
         }
-        None => {
+        _ => {
             leader_gauge.set(1);
             lead(source, client, guests, metrics, readiness, config, shutdown).await?;
         }

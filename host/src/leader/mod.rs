@@ -1,10 +1,16 @@
 //! Leader election on a `coordination.k8s.io` Lease: only the holder runs the controller.
 //!
 //! A replica waits as a standby until it holds the Lease, then runs the controller until the
-//! shutdown signal or until it loses the Lease. Losing it (another replica took it, or a renewal
-//! failed) stops the controller and ends the process with [`Error::Lost`], so that a replica never
-//! reconciles without holding the Lease; the Pod's restart makes it a standby again. On a
-//! graceful shutdown the Lease is released, so a standby takes over at once.
+//! shutdown signal or until it loses the Lease. Losing it (another replica took it, or no renewal
+//! succeeded within the renew deadline; a failed renewal is retried until then) stops the
+//! controller and ends the process with [`Error::Lost`]; the Pod's restart makes it a standby
+//! again. On a graceful shutdown the Lease is released, so a standby takes over at once.
+//!
+//! Every write of the replica's client goes through a [`Fence`], which refuses it once the last
+//! confirmed renewal is older than the renew deadline: in-flight reconciles and a running guest
+//! swap stop writing before a new leader can start (the timing argument is in [`fence`]).
+
+pub mod fence;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -19,11 +25,18 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+pub use self::fence::Fence;
 use crate::consts::{FIELD_MANAGER, LEADER_LEASE};
 use crate::server::Readiness;
 
 /// Pause between attempts after a failed Lease read or write while standing by.
 const RETRY: Duration = Duration::from_secs(2);
+
+/// Pause between attempts after a failed renewal while leading.
+const RENEW_RETRY: Duration = Duration::from_millis(500);
+
+/// Least margin between the renew deadline and the lease duration: see [`fence`].
+pub const MIN_MARGIN: Duration = Duration::from_secs(1);
 
 /// Why leader election failed.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +52,9 @@ pub enum Error {
         #[source]
         source: LeaseManagerError,
     },
+    /// The timings cannot fence: see [`Config::check`].
+    #[error("invalid leader election timing: {0}")]
+    Timing(String),
     /// The replica lost the Lease while leading; it stopped reconciling.
     #[error("lost leadership of Lease {namespace}/{name}; stopped reconciling")]
     Lost {
@@ -66,11 +82,14 @@ pub struct Config {
     pub lease_duration: Duration,
     /// The holder renews this long before the Lease expires.
     pub renew_grace: Duration,
+    /// The holder stops writing this long after its last confirmed renewal (retrying failed
+    /// renewals until then); less than `lease_duration`, by at least [`MIN_MARGIN`].
+    pub renew_deadline: Duration,
 }
 
 impl Config {
     /// Defaults for `namespace`: Lease [`LEADER_LEASE`], 15 s duration, renewed 5 s before expiry,
-    /// identity from [`default_identity`].
+    /// a 13 s renew deadline, identity from [`default_identity`].
     pub fn new(namespace: impl Into<String>) -> Self {
         Self {
             lease_name: LEADER_LEASE.to_owned(),
@@ -78,7 +97,37 @@ impl Config {
             identity: default_identity(),
             lease_duration: Duration::from_secs(15),
             renew_grace: Duration::from_secs(5),
+            renew_deadline: Self::default_renew_deadline(
+                Duration::from_secs(15),
+                Duration::from_secs(5),
+            ),
         }
+    }
+
+    /// The renew deadline for `lease` and `grace` when none is given: `lease - max(1 s, grace / 2)`
+    /// in whole seconds (13 s for 15 s and 5 s): renewals are tried during the first half of the
+    /// grace, and the second half is the margin of [`fence`].
+    pub fn default_renew_deadline(lease: Duration, grace: Duration) -> Duration {
+        lease.saturating_sub(MIN_MARGIN.max(Duration::from_secs(grace.as_secs() / 2)))
+    }
+
+    /// Checks that the renewal is due before the renew deadline (`lease - grace < deadline`, so
+    /// a failed one can be retried) and that the deadline leaves the margin of [`fence`]
+    /// (`deadline + MIN_MARGIN <= lease`).
+    pub fn check(&self) -> Result<(), Error> {
+        let (lease, grace, deadline) = (self.lease_duration, self.renew_grace, self.renew_deadline);
+        if grace >= lease || lease - grace >= deadline {
+            return Err(Error::Timing(format!(
+                "the renewal is due {:?} after the last one, not before the renew deadline of                  {deadline:?} (lease {lease:?}, renew grace {grace:?})",
+                lease.saturating_sub(grace)
+            )));
+        }
+        if deadline + MIN_MARGIN > lease {
+            return Err(Error::Timing(format!(
+                "the renew deadline of {deadline:?} leaves less than {MIN_MARGIN:?} before the                  lease of {lease:?} expires for a standby"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -107,12 +156,15 @@ pub fn register(registry: &mut Registry) -> Gauge {
 
 /// Runs `lead` only while this replica holds the Lease; see the module docs.
 ///
-/// `lead` receives a stop signal that completes on `shutdown` or on losing the Lease; it must
-/// stop reconciling when it completes. While standing by, `readiness` reports a standby and
-/// `leader` is 0. Returns `Ok` after `shutdown`, or [`Error::Lost`] after losing the Lease.
+/// `client` must carry `fence`'s layer ([`Fence::layer`]), and `fence` must have `config`'s
+/// identity and renew deadline. `lead` receives a stop signal that completes on `shutdown` or on
+/// losing the Lease; it must stop reconciling when it completes, and its writes are refused from
+/// then on. While standing by, `readiness` reports a standby and `leader` is 0. Returns `Ok`
+/// after `shutdown`, or [`Error::Lost`] after losing the Lease.
 pub async fn run<S, L, F>(
     client: Client,
     config: Config,
+    fence: Fence,
     readiness: Arc<Readiness>,
     leader: Gauge,
     shutdown: S,
@@ -127,6 +179,7 @@ where
         namespace: config.namespace.clone(),
         name: config.lease_name.clone(),
     };
+    config.check().map_err(crate::Error::Leader)?;
     let manager = Arc::new(build(client, &config).await?);
     readiness.set_standby(true);
     info!(identity = %config.identity, lease = %config.lease_name, namespace = %config.namespace, "standing by for the leader Lease");
@@ -138,14 +191,17 @@ where
         }
     }
     readiness.set_standby(false);
+    fence.arm();
     leader.set(1);
     info!(identity = %config.identity, "acquired the leader Lease; reconciling");
 
     let (lost_tx, mut lost_rx) = watch::channel(false);
     let keeper = {
         let manager = manager.clone();
+        let fence = fence.clone();
         tokio::spawn(async move {
-            hold(&manager).await;
+            hold(&manager, &fence).await;
+            fence.close();
             let _ = lost_tx.send(true);
         })
     };
@@ -160,6 +216,7 @@ where
             .shared()
     };
     let result = lead(stop).await;
+    fence.close();
     leader.set(0);
     keeper.abort();
     if *lost_rx.borrow_and_update() {
@@ -209,20 +266,29 @@ async fn acquire(manager: &LeaseManager) {
     }
 }
 
-/// Keeps renewing the Lease; completes when it is lost or a renewal fails.
-///
-/// NB: a failed renewal counts as lost: the holder cannot know whether its Lease is still
-/// valid, and a standby may take it once it expires.
-async fn hold(manager: &LeaseManager) {
+/// Keeps renewing the Lease; completes when another replica holds it, or when no renewal was
+/// confirmed within the renew deadline (the fence expired). A failed renewal is retried until
+/// then: the holder cannot know whether the Lease is still valid, but the fence knows how long
+/// it surely is.
+async fn hold(manager: &LeaseManager, fence: &Fence) {
     loop {
-        match manager.changed().await {
-            Ok(true) => {}
-            Ok(false) => {
-                warn!("the leader Lease was taken by another replica");
-                return;
-            }
-            Err(err) => {
-                warn!(error = %crate::error_chain(&err), "failed to renew the leader Lease");
+        tokio::select! {
+            changed = manager.changed() => match changed {
+                Ok(true) => {}
+                Ok(false) => {
+                    warn!("the leader Lease was taken by another replica");
+                    return;
+                }
+                Err(err) => {
+                    warn!(error = %crate::error_chain(&err), retry_in = ?RENEW_RETRY, "failed to renew the leader Lease; retrying until the renew deadline");
+                    tokio::select! {
+                        () = tokio::time::sleep(RENEW_RETRY) => {}
+                        () = fence.expired() => {}
+                    }
+                }
+            },
+            () = fence.expired() => {
+                warn!("no renewal of the leader Lease confirmed within the renew deadline; giving it up");
                 return;
             }
         }
@@ -249,5 +315,41 @@ mod tests {
         assert_eq!(config.lease_name, LEADER_LEASE);
         assert_eq!(config.namespace, "ops");
         assert!(config.renew_grace < config.lease_duration);
+        config.check().expect("the defaults fence");
+    }
+
+    #[test]
+    fn timing_needs_a_retry_window_and_a_margin() {
+        let secs = Duration::from_secs;
+        let timing = |lease, grace, deadline| Config {
+            lease_duration: secs(lease),
+            renew_grace: secs(grace),
+            renew_deadline: secs(deadline),
+            ..Config::new("ops")
+        };
+        timing(6, 2, 5)
+            .check()
+            .expect("renew at 4 s, deadline 5 s, 1 s margin");
+        let err = timing(15, 2, 13)
+            .check()
+            .expect_err("renewal due at 13 s: no retry");
+        assert!(
+            err.to_string().contains("not before the renew deadline"),
+            "{err}"
+        );
+        timing(15, 5, 14).check().expect("a 1 s margin is enough");
+        for (lease, grace, deadline) in [(15, 5, 13), (6, 2, 5), (60, 20, 50)] {
+            let default = Config::default_renew_deadline(secs(lease), secs(grace));
+            assert_eq!(default, secs(deadline));
+            timing(lease, grace, deadline)
+                .check()
+                .expect("the default fences");
+        }
+        let err = timing(15, 5, 15).check().expect_err("no margin");
+        assert!(err.to_string().contains("leaves less than"), "{err}");
+        assert!(
+            timing(5, 5, 4).check().is_err(),
+            "grace as long as the lease"
+        );
     }
 }
