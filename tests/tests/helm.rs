@@ -195,6 +195,7 @@ fn values_turn_on_what_they_name() -> anyhow::Result<()> {
             "leaderElection.enabled=false",
             "replicaCount=1",
             "image.repository=registry.example/app-operator,image.tag=v9",
+            "guest.memoryMiB=32,guest.memoryBudgetMiB=128,guest.memoryReserveMiB=96",
         ],
     )?;
     let monitor = find(
@@ -231,6 +232,9 @@ fn values_turn_on_what_they_name() -> anyhow::Result<()> {
         json!([
             "run",
             "--log-format=json",
+            "--guest-memory-mib=32",
+            "--guest-memory-budget-mib=128",
+            "--memory-reserve-mib=96",
             "--guest-configmap=policy",
             "--pod-security=restricted",
             "--guest-trusted-key=/etc/app-operator/trusted-keys"
