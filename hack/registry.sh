@@ -48,6 +48,8 @@ storage:
     enabled: true
 http:
   addr: 127.0.0.1:$port
+  # Signs upload state; loopback only, one instance, so a fixed one does.
+  secret: app-operator-local-registry
 YAML
 }
 
@@ -70,8 +72,8 @@ start() {
       </dev/null >>"$state/registry.log" 2>&1 &
     pid=$!
     echo "$pid" >"$state/pid"
-    local i
-    for i in $(seq 1 100); do
+    local _
+    for _ in $(seq 1 100); do
       kill -0 "$pid" 2>/dev/null || break
       if curl -fsS --max-time 2 -o /dev/null "http://127.0.0.1:$port/v2/"; then
         echo "127.0.0.1:$port" >"$state/addr"
@@ -90,13 +92,13 @@ start() {
 }
 
 stop() {
-  local state="$1" pid i
+  local state="$1" pid _
   if ! pid="$(live_pid "$state")"; then
     rm -f "$state/pid" "$state/addr"
     return
   fi
   kill "$pid"
-  for i in $(seq 1 50); do
+  for _ in $(seq 1 50); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
