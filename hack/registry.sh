@@ -75,7 +75,7 @@ start() {
     local _
     for _ in $(seq 1 100); do
       kill -0 "$pid" 2>/dev/null || break
-      if curl -fsS --max-time 2 -o /dev/null "http://127.0.0.1:$port/v2/"; then
+      if curl -fsS --max-time 2 -o /dev/null "http://127.0.0.1:$port/v2/" 2>/dev/null; then
         echo "127.0.0.1:$port" >"$state/addr"
         log "registry (pid $pid) on 127.0.0.1:$port, storage $state/storage"
         echo "127.0.0.1:$port"
