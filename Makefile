@@ -3,7 +3,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 .PHONY: help setup run test bench bench-scale cluster-build cluster-up cluster-down crd fmt lint \
-	install uninstall deploy undeploy docker-build
+	install uninstall deploy undeploy docker-build docker-push image image-push image-test \
+	image-tools
 
 help: ## List targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -51,6 +52,21 @@ undeploy: ## Remove everything `deploy` created, the CRD and namespace included.
 
 docker-build: ## Build the operator image $(IMG) (needs a container engine; none exists here).
 	docker build -t $(IMG) .
+
+docker-push: ## Push the image IMG built by docker-build (needs a container engine).
+	docker push $(IMG)
+
+image: ## Build the operator image without a container engine (an OCI layout; hack/image.sh).
+	IMG='$(IMG)' hack/image.sh build
+
+image-push: ## Push the image built by `make image` to IMG, without a container engine.
+	IMG='$(IMG)' hack/image.sh push
+
+image-test: ## Image round trip through a local registry: build, push, pull, check, run.
+	hack/image-test.sh
+
+image-tools: ## Build crane and the OCI registry from Go modules (cached under ~/.cache).
+	hack/controlplane/build-imagetools.sh
 
 crd: ## Regenerate config/crd (and the Helm chart's copy) from the Rust types.
 	cargo run --release -q -p app-operator -- crd > config/crd/apps.kudevops.io_appservices.yaml

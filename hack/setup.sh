@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a fresh machine, idempotently: the Debian packages the
-# scripts use (only when missing), the wasm32-wasip2 Rust target for the guest, and the Go-built
-# local control plane and helm (cached under ~/.cache/app-operator; a warm run does no Go work).
+# scripts use (only when missing), the wasm32-wasip2 Rust target for the guest and the
+# x86_64-unknown-linux-musl one for the image's static binary, and the Go-built local control
+# plane and helm (cached under ~/.cache/app-operator; a warm run does no Go work). crane and the
+# OCI registry of the image targets are built on their first use (build-imagetools.sh).
 #
 # Usage: hack/setup.sh
 set -euo pipefail
@@ -22,6 +24,13 @@ declare -A DEBIAN_PACKAGES=(
   [setsid]=util-linux
   [ps]=procps
   [sha256sum]=coreutils
+  # The engine-free image (hack/image.sh, hack/image-test.sh): ring's C code for musl, strip and
+  # readelf, the manifest checks, running the binary as the image's user.
+  [musl-gcc]=musl-tools
+  [strip]=binutils
+  [readelf]=binutils
+  [jq]=jq
+  [setpriv]=util-linux
 )
 
 install_debian_packages() {
@@ -36,12 +45,15 @@ install_debian_packages() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-install_rust_target() {
+install_rust_targets() {
   command -v rustup >/dev/null || die "rustup is not installed"
-  if ! rustup target list --installed | grep -qx wasm32-wasip2; then
-    log "adding the wasm32-wasip2 Rust target"
-    rustup target add wasm32-wasip2
-  fi
+  local target
+  for target in wasm32-wasip2 x86_64-unknown-linux-musl; do
+    if ! rustup target list --installed | grep -qx "$target"; then
+      log "adding the $target Rust target"
+      rustup target add "$target"
+    fi
+  done
 }
 
 check_go() {
@@ -50,7 +62,7 @@ check_go() {
 
 main() {
   install_debian_packages
-  install_rust_target
+  install_rust_targets
   check_go
   "$ROOT/hack/controlplane/build.sh" >/dev/null
   "$ROOT/hack/controlplane/build-helm.sh" >/dev/null

@@ -67,6 +67,23 @@ cp_helm_dir() {
   echo "$CP_CACHE/bin/helm-${version}_${sum}"
 }
 
+# Prints the image tools' cache directory (build-imagetools.sh: crane and the CNCF distribution
+# registry): their versions plus a hash of their wrapper module, the Go version and the recipe
+# version.
+cp_imagetools_dir() {
+  local crane registry sum
+  crane="$(cp_mod_version imagetools github.com/google/go-containerregistry)"
+  registry="$(cp_mod_version imagetools github.com/distribution/distribution/v3)"
+  sum="$(
+    {
+      echo "recipe=$CP_RECIPE"
+      GOTOOLCHAIN=local go env GOVERSION GOOS GOARCH
+      cat "$CP_DIR"/imagetools/go.mod "$CP_DIR"/imagetools/go.sum
+    } | sha256sum | cut -c1-12
+  )"
+  echo "$CP_CACHE/bin/imagetools-crane-${crane}_registry-${registry}_${sum}"
+}
+
 # The cluster's processes, in start order; `down` stops them in reverse.
 CP_COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
