@@ -28,65 +28,6 @@ pub enum Error {
     /// The guest runtime failed (load, trap, limit, invalid output, policy error).
     #[error(transparent)]
     Guest(#[from] guest::Error),
-    /// The guest emitted a kind the controller does not apply.
-    #[error("the guest emitted {api_version} {kind}, which the controller does not manage")]
-    UnsupportedKind {
-        /// The emitted apiVersion.
-        api_version: String,
-        /// The emitted kind.
-        kind: String,
-    },
-    /// Server-side apply of a child failed.
-    #[error("failed to apply {kind} {name}")]
-    Apply {
-        /// Kind of the child.
-        kind: &'static str,
-        /// Name of the child.
-        name: String,
-        /// What the API server said.
-        #[source]
-        source: kube::Error,
-    },
-    /// A child the guest emits exists and is not controlled by this AppService: it is left
-    /// alone (no adoption).
-    #[error(
-        "{kind} {name} already exists and is not controlled by this AppService ({owner}); \
-         it is left untouched: delete it, or annotate it `{annotation}={app}` to hand it over"
-    )]
-    ChildConflict {
-        /// Kind of the child.
-        kind: &'static str,
-        /// Name of the child.
-        name: String,
-        /// Who controls it, e.g. `no controller` or `controlled by AppService web (uid ...)`.
-        owner: String,
-        /// Name of the AppService that wants it.
-        app: String,
-        /// The opt-in annotation, [`consts::ANNOTATION_ADOPT`].
-        annotation: &'static str,
-    },
-    /// Reading a child before applying it failed.
-    #[error("failed to read {kind} {name}")]
-    Get {
-        /// Kind of the child.
-        kind: &'static str,
-        /// Name of the child.
-        name: String,
-        /// What the API server said.
-        #[source]
-        source: kube::Error,
-    },
-    /// Deleting a child the guest no longer emits failed.
-    #[error("failed to delete {kind} {name}")]
-    Prune {
-        /// Kind of the child.
-        kind: &'static str,
-        /// Name of the child.
-        name: String,
-        /// What the API server said.
-        #[source]
-        source: kube::Error,
-    },
     /// Listing the children the operator manages failed.
     #[error("failed to list the managed {kind}s")]
     ListChildren {
@@ -96,20 +37,14 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// Writing an AppService status failed.
-    #[error("failed to write the status of AppService {name}")]
-    Status {
-        /// Name of the AppService.
-        name: String,
-        /// What the API server said.
-        #[source]
-        source: kube::Error,
-    },
-    /// AppServices cannot be listed, most likely because the CRD is not installed.
+    /// The API server does not know AppServices: the CRD is not installed.
     #[error(
-        "failed to list AppServices (is the CRD installed? `app-operator crd | kubectl apply -f -`)"
+        "failed to list AppServices: the CRD is not installed (`app-operator crd | kubectl apply -f -`)"
     )]
     CrdNotInstalled(#[source] kube::Error),
+    /// AppServices could not be listed for another reason (no answer, forbidden, ...).
+    #[error("failed to list AppServices")]
+    ListAppServices(#[source] kube::Error),
     /// No usable Kubernetes client configuration.
     #[error("failed to load the Kubernetes client configuration")]
     KubeConfig(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -191,31 +126,12 @@ pub enum Error {
 }
 
 impl Error {
-    /// A fixed, low-cardinality name of the error kind, for metric labels.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::Guest(_) => "guest",
-            Error::UnsupportedKind { .. } => "unsupported_kind",
-            Error::Apply { .. } => "apply",
-            Error::ChildConflict { .. } => "child_conflict",
-            Error::Get { .. } => "get",
-            Error::Prune { .. } => "prune",
-            Error::ListChildren { .. } => "list_children",
-            Error::Status { .. } => "status",
-            Error::CrdNotInstalled(_) => "crd_not_installed",
-            Error::KubeConfig(_) | Error::Client(_) => "client",
-            Error::Read { .. } => "read",
-            Error::Write { .. } => "write",
-            Error::SigningKey { .. } => "signing_key",
-            Error::SignatureFile { .. } => "signature_file",
-            Error::Memory(_) => "memory",
-            Error::TrustedKeys(_) => "trusted_keys",
-            Error::Input(_) => "input",
-            Error::Yaml { .. } => "yaml",
-            Error::Serve { .. } => "serve",
-            Error::GuestSource(_) => "guest_source",
-            Error::Namespaces(_) => "namespaces",
-            Error::Leader(_) => "leader",
+    /// The error of a failed list of AppServices: [`Error::CrdNotInstalled`] when the API server
+    /// does not know the resource (404), else [`Error::ListAppServices`].
+    pub fn listing_apps(source: kube::Error) -> Self {
+        match &source {
+            kube::Error::Api(status) if status.code == 404 => Error::CrdNotInstalled(source),
+            _ => Error::ListAppServices(source),
         }
     }
 }

@@ -87,7 +87,7 @@ pub async fn plan(
     let apps = controller::api::<AppService>(client, namespace)
         .list(&ListParams::default())
         .await
-        .map_err(Error::CrdNotInstalled)?;
+        .map_err(Error::listing_apps)?;
     let namespaces = apps
         .items
         .iter()

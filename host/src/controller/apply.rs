@@ -24,12 +24,12 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{debug, info};
 
+use super::error::{Error, Result};
 use super::uptodate::LastApplied;
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
 use crate::stamp::stamp;
-use crate::{Error, Result};
 
 /// The kinds of children the controller applies, watches and prunes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -2,6 +2,7 @@
 //! sync with what the guest renders.
 
 pub mod apply;
+mod error;
 mod reconcile;
 pub mod status;
 mod uptodate;
@@ -25,15 +26,16 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+pub use error::Error;
 pub use reconcile::reconcile;
 
 use crate::crd::AppService;
+use crate::error_chain;
 use crate::guest::admission;
 use crate::metrics::Metrics;
 use crate::namespaces;
 use crate::server::Readiness;
 use crate::swap;
-use crate::{Error, Result, error_chain};
 use apply::Children;
 use watches::SyncTracker;
 
@@ -173,12 +175,12 @@ pub async fn run(
     readiness: Arc<Readiness>,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) -> Result<()> {
+) -> crate::Result<()> {
     let ns = config.namespace.as_deref();
     let apps: Api<AppService> = watches::api(&client, ns);
     apps.list(&ListParams::default().limit(1))
         .await
-        .map_err(Error::CrdNotInstalled)?;
+        .map_err(crate::Error::listing_apps)?;
 
     let tracker = SyncTracker::new(
         &["appservices", "deployments", "services", "namespaces"],

@@ -13,11 +13,12 @@ use tracing::{Span, debug, field, info, instrument, warn};
 
 use super::Context;
 use super::apply::{self, Applied};
+use super::error::{Error, Result};
 use super::status::{self, Outcome};
 use crate::consts::FIELD_MANAGER;
 use crate::crd::{AppService, AppServiceStatus};
+use crate::error_chain;
 use crate::guest::{self, DesiredObject};
-use crate::{Error, Result, error_chain};
 
 /// Reconciles one AppService. The root span of everything the controller does for it.
 ///
@@ -73,10 +74,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
         Ok(applied) => applied,
         Err(error) => {
             let message = error_chain(&error);
-            let reason = match &error {
-                Error::ChildConflict { .. } => "ChildConflict",
-                _ => "ApplyFailed",
-            };
+            let reason = error.reason();
             let outcome = Outcome::ApplyFailed {
                 reason,
                 message: message.clone(),

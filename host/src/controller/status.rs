@@ -43,7 +43,7 @@ pub enum Outcome<'a> {
     /// The guest rendered but applying (or pruning) failed part-way, or did not start because
     /// a child exists under another controller.
     ApplyFailed {
-        /// `ApplyFailed`, or `ChildConflict` when a child is not the AppService's to write.
+        /// [`super::Error::reason`]: `ApplyFailed`, `ChildConflict`, `ReadFailed`, `PruneFailed`, ...
         reason: &'a str,
         /// The error, human-readable.
         message: String,
