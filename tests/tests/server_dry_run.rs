@@ -245,3 +245,41 @@ async fn plan_shows_deletions_and_refusals_as_text_and_json() -> anyhow::Result<
     assert_eq!(written(&client, ns_name).await?, before, "plan wrote");
     Ok(())
 }
+
+#[tokio::test]
+async fn a_candidate_that_renders_nothing_is_rejected() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "dry-nothing").await?;
+    let operator = SwapOperator::start(&client, ns.name()).await?;
+    let apps = [
+        ("web", None),
+        ("a", Some("nothing")),
+        ("b", Some("nothing")),
+    ];
+    create_rendered(&client, ns.name(), &apps).await?;
+    // NB: let the rollout settle so that status writes do not move resourceVersions.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = written(&client, ns.name()).await?;
+
+    let err = push(ns.name(), hostile_guest(), None)
+        .await
+        .expect_err("a candidate that would prune every child is rejected");
+    let message = format!("{err:#}");
+    assert!(message.contains("2 of 3 AppServices regress"), "{message}");
+    for name in ["a", "b"] {
+        let named = format!(
+            "renders nothing for AppService {}/{name}, which would prune its 2 children",
+            ns.name()
+        );
+        assert!(message.contains(&named), "{name} not named: {message}");
+    }
+    let default = digest_of(guest::default_guest());
+    assert_eq!(operator.guests.current().stable.digest(), default);
+    assert_eq!(operator.metrics.guest_swaps.get(), 0);
+    assert_eq!(
+        written(&client, ns.name()).await?,
+        before,
+        "something was written"
+    );
+    Ok(())
+}

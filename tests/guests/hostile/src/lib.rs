@@ -43,6 +43,8 @@ impl Guest for Hostile {
                 Ok(vec![])
             }
             "policy-error" => Err(PolicyError::Unsupported("hostile guest refuses".into())),
+            // Renders nothing: every child of the AppService would be pruned.
+            "nothing" => Ok(vec![]),
             "log-flood" => {
                 let line = "x".repeat(10_000);
                 for _ in 0..1_000 {
