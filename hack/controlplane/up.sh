@@ -71,14 +71,19 @@ EOF
 start() {
   local name="$1"
   shift
-  # NB: 9>&- so the component does not inherit (and keep holding) the lock of `up`.
-  setsid "$CP_BIN/$name" "$@" </dev/null >"$W/logs/$name.log" 2>&1 9>&- &
-  local pid=$! tries=0
-  echo "$pid" >"$W/pids/$name.pid"
-  # NB: until it execs the component, $! is a forked copy of this shell, whose command line
-  # cp_live_pid does not recognise: wait for the exec (or the process's end), so that wait_for
-  # does not take a component still starting for one that exited.
-  while ! cp_live_pid "$name" >/dev/null && kill -0 "$pid" 2>/dev/null && ((tries++ < 200)); do
+  local pidfile="$W/pids/$name.pid" tries=0
+  rm -f "$pidfile"
+  # NB: the component records its own pid, just before it execs: $! is not it when setsid forks,
+  # which it does when this script runs with job control (every background job then leads its
+  # own process group), leaving $! a parent that exits at once. 9>&- so the component does not
+  # inherit (and keep holding) the lock of `up`.
+  # shellcheck disable=SC2016 # $$, $0 and $@ belong to the inner shell.
+  setsid bash -c 'echo "$$" >"$0" && exec "$@"' "$pidfile" "$CP_BIN/$name" "$@" \
+    </dev/null >"$W/logs/$name.log" 2>&1 9>&- &
+  # NB: until it execs the component, the recorded pid is a shell whose command line
+  # cp_live_pid does not recognise: wait for the exec, so that wait_for does not take a
+  # component still starting for one that exited.
+  while ! cp_live_pid "$name" >/dev/null && ((tries++ < 200)); do
     sleep 0.05
   done
 }
