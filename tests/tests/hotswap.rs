@@ -315,6 +315,55 @@ async fn a_failing_guest_rolls_back_to_the_last_good_one() -> anyhow::Result<()>
 }
 
 #[tokio::test]
+async fn a_missed_deadline_is_retried_not_rolled_back() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "swap-deadline").await?;
+    let operator = SwapOperator::start(&client, ns.name()).await?;
+    create(&client, ns.name(), &sample_named("web")).await?;
+    push(ns.name(), hostile_guest(), None).await?;
+    let hostile = digest_of(hostile_guest());
+    let before = wait_digest(&client, ns.name(), "web", &hostile).await?;
+
+    // Then "web" changes so that the guest in force loops past its deadline on it: that may be
+    // the machine's fault, so it is retried by the same guest, never answered by the previous
+    // guest (a rollback would be a rollout).
+    let apps: Api<AppService> = Api::namespaced(client.clone(), ns.name());
+    let change = json!({
+        "metadata": {"labels": {"hostile.kudevops.io/misdeed": "loop"}},
+        "spec": {"image": "nginx:1.27"},
+    });
+    apps.patch("web", &PatchParams::default(), &Patch::Merge(&change))
+        .await?;
+    wait::until("web to report the missed deadline", CONVERGE, || async {
+        let app = apps.get("web").await?;
+        let status = app.status.unwrap_or_default();
+        let missed = status.conditions.iter().any(|c| {
+            c.type_ == "GuestError" && c.status == "True" && c.reason == "DeadlineExceeded"
+        });
+        Ok(missed.then_some(()))
+    })
+    .await?;
+    // Long enough for a few retries with backoff (0.5 s, 1 s, 2 s).
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let after = deployments.get("web").await?;
+    assert_eq!(
+        fingerprint(&after),
+        fingerprint(&before),
+        "web was re-rendered"
+    );
+    assert_eq!(operator.metrics.guest_rollbacks.get(), 0);
+    let deadlines = operator
+        .metrics
+        .guest_errors
+        .get_or_create(&app_operator::metrics::KindLabel { kind: "deadline" })
+        .get();
+    assert!(deadlines >= 2, "retried {deadlines} times");
+    assert_eq!(operator.guests.current().stable.digest(), hostile);
+    Ok(())
+}
+
+#[tokio::test]
 async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
     let client = client().await?;
     let ns = TestNamespace::create(&client, "swap-plan").await?;

@@ -154,3 +154,31 @@ pub enum PolicyError {
     #[error("{0}")]
     Other(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Error, PolicyError};
+
+    #[test]
+    fn only_a_broken_guest_warrants_a_rollback() {
+        let trap = Error::Trap {
+            reason: "unreachable".into(),
+            guest_message: None,
+        };
+        for broken in [trap, Error::Fuel(1), Error::Memory(1)] {
+            assert!(broken.warrants_fallback(), "{broken}");
+            assert!(!broken.is_transient(), "{broken}");
+        }
+        // A missed deadline may be the machine's fault: retried by the same guest, not rolled
+        // back (a rollback is a rollout).
+        let deadline = Error::Deadline(Duration::from_millis(100));
+        assert!(deadline.is_transient());
+        assert!(!deadline.warrants_fallback());
+        assert_eq!(deadline.reason(), "DeadlineExceeded");
+        let refusal = Error::Policy(PolicyError::Other("no".into()));
+        assert!(!refusal.warrants_fallback() && !refusal.is_transient());
+        assert_eq!(refusal.reason(), "PolicyError");
+    }
+}
