@@ -1,5 +1,6 @@
 //! AppService fixtures and the waits the controller tests share.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -161,4 +162,14 @@ pub async fn wait_event(
             .next())
     })
     .await
+}
+
+/// What a write by the operator would change on a Deployment: generation, spec and annotations
+/// (not the status, nor the revision annotation, which the cluster's deployment controller
+/// writes). Equal fingerprints before and after: the operator did not rewrite it.
+pub fn fingerprint(d: &Deployment) -> (Option<i64>, String, BTreeMap<String, String>) {
+    let spec = serde_json::to_string(&d.spec).unwrap_or_default();
+    let mut annotations = d.annotations().clone();
+    annotations.remove("deployment.kubernetes.io/revision");
+    (d.metadata.generation, spec, annotations)
 }

@@ -255,3 +255,29 @@ fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     let body = response.split_once("\r\n\r\n")?.1.trim().to_owned();
     Some((code, body))
 }
+
+/// The `run` arguments of one of several replicas with leader election: AppServices in
+/// `apps_namespace`, the Lease in `lease_namespace` lasting `lease_secs` with a renew grace of
+/// 2 s, and `identity`. Tests add their own flags after these.
+pub fn replica_args(
+    apps_namespace: &str,
+    lease_namespace: &str,
+    identity: &str,
+    lease_secs: u64,
+) -> Vec<String> {
+    [
+        "--namespace",
+        apps_namespace,
+        "--leader-elect",
+        "--leader-elect-namespace",
+        lease_namespace,
+        "--leader-elect-identity",
+        identity,
+        "--leader-elect-lease-secs",
+        &lease_secs.to_string(),
+        "--leader-elect-renew-grace-secs",
+        "2",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}

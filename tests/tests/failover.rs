@@ -3,7 +3,6 @@
 //! re-render the fleet with the base guest, although the guest ConfigMap holds a candidate that
 //! was rejected and the guest in force refuses one AppService on purpose.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -11,10 +10,10 @@ use app_operator::consts::{ANNOTATION_GUEST_DIGEST, LEADER_LEASE};
 use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::testing::hostile_guest;
-use app_operator_e2e::appservice::{CONVERGE, condition, create, sample_named};
+use app_operator_e2e::appservice::{CONVERGE, condition, create, fingerprint, sample_named};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::operator::install_crd;
-use app_operator_e2e::process::OperatorProcess;
+use app_operator_e2e::process::{OperatorProcess, replica_args};
 use app_operator_e2e::swap::{push, wait_digest};
 use app_operator_e2e::{TestNamespace, client, wait};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -24,15 +23,6 @@ use kube::{Api, ResourceExt};
 /// Lease duration the two replicas use: short, so the test is quick.
 const LEASE_SECS: u64 = 6;
 
-/// What a write by the operator would change on a Deployment (not the deployment controller's
-/// revision annotation, nor the status).
-fn fingerprint(d: &Deployment) -> (Option<i64>, String, BTreeMap<String, String>) {
-    let spec = serde_json::to_string(&d.spec).unwrap_or_default();
-    let mut annotations = d.annotations().clone();
-    annotations.remove("deployment.kubernetes.io/revision");
-    (d.metadata.generation, spec, annotations)
-}
-
 #[tokio::test]
 async fn a_new_leader_keeps_the_guest_in_force() -> anyhow::Result<()> {
     let client = client().await?;
@@ -40,23 +30,13 @@ async fn a_new_leader_keeps_the_guest_in_force() -> anyhow::Result<()> {
     let ops = TestNamespace::create(&client, "failover-op").await?;
     let apps_ns = TestNamespace::create(&client, "failover-apps").await?;
     let work = std::env::temp_dir().join(format!("app-operator-failover-{}", ops.name()));
-    let lease = LEASE_SECS.to_string();
     let start = |identity: &'static str| {
-        let args = [
-            "--namespace",
-            apps_ns.name(),
-            "--guest-configmap-namespace",
-            ops.name(),
-            "--leader-elect",
-            "--leader-elect-namespace",
-            ops.name(),
-            "--leader-elect-identity",
-            identity,
-            "--leader-elect-lease-secs",
-            &lease,
-            "--leader-elect-renew-grace-secs",
-            "2",
-        ];
+        let mut args = replica_args(apps_ns.name(), ops.name(), identity, LEASE_SECS);
+        args.extend([
+            "--guest-configmap-namespace".to_owned(),
+            ops.name().to_owned(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         OperatorProcess::start(identity, &kubeconfig_path(), &args, &work)
     };
     let mut first = start("failover-a")?;

@@ -11,7 +11,7 @@ use app_operator::crd::AppService;
 use app_operator_e2e::appservice::{create, images, sample_named, wait_deployment, wait_ready};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::operator::install_crd;
-use app_operator_e2e::process::OperatorProcess;
+use app_operator_e2e::process::{OperatorProcess, replica_args};
 use app_operator_e2e::{TestNamespace, client, wait};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -37,24 +37,8 @@ async fn standby_takes_over_when_the_leader_dies() -> anyhow::Result<()> {
     let ops = TestNamespace::create(&client, "ha-op").await?;
     let apps_ns = TestNamespace::create(&client, "ha-apps").await?;
     let work = std::env::temp_dir().join(format!("app-operator-ha-{}", ops.name()));
-    let lease = LEASE_SECS.to_string();
-    let args = |identity: &'static str| {
-        vec![
-            "--namespace".to_owned(),
-            apps_ns.name().to_owned(),
-            "--leader-elect".to_owned(),
-            "--leader-elect-namespace".to_owned(),
-            ops.name().to_owned(),
-            "--leader-elect-identity".to_owned(),
-            identity.to_owned(),
-            "--leader-elect-lease-secs".to_owned(),
-            lease.clone(),
-            "--leader-elect-renew-grace-secs".to_owned(),
-            "2".to_owned(),
-        ]
-    };
     let start = |identity: &'static str| {
-        let args = args(identity);
+        let args = replica_args(apps_ns.name(), ops.name(), identity, LEASE_SECS);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         OperatorProcess::start(identity, &kubeconfig_path(), &args, &work)
     };
@@ -136,23 +120,13 @@ async fn a_paused_leader_sends_no_write_after_losing_the_lease() -> anyhow::Resu
     let ops = TestNamespace::create(&client, "fence-op").await?;
     let apps_ns = TestNamespace::create(&client, "fence-apps").await?;
     let work = std::env::temp_dir().join(format!("app-operator-fence-{}", ops.name()));
-    let lease = LEASE_SECS.to_string();
     let start = |identity: &'static str| {
-        let args = [
-            "--namespace",
-            apps_ns.name(),
-            "--leader-elect",
-            "--leader-elect-namespace",
-            ops.name(),
-            "--leader-elect-identity",
-            identity,
-            "--leader-elect-lease-secs",
-            &lease,
-            "--leader-elect-renew-grace-secs",
-            "2",
-            "--leader-elect-renew-deadline-secs",
-            "5",
-        ];
+        let mut args = replica_args(apps_ns.name(), ops.name(), identity, LEASE_SECS);
+        args.extend([
+            "--leader-elect-renew-deadline-secs".to_owned(),
+            "5".to_owned(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let env = [("RUST_LOG", "info,app_operator::leader::fence=debug")];
         OperatorProcess::start_with_env(identity, &kubeconfig_path(), &args, &work, &env)
     };

@@ -11,7 +11,9 @@ use app_operator::consts::{
 use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::testing::{hostile_guest, tiered_guest};
-use app_operator_e2e::appservice::{CONVERGE, create, images, sample_named, wait_event};
+use app_operator_e2e::appservice::{
+    CONVERGE, create, fingerprint, images, sample_named, wait_event,
+};
 use app_operator_e2e::swap::{SwapOperator, push, wait_digest, with_custom_section};
 use app_operator_e2e::{TestNamespace, client, wait};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -23,14 +25,6 @@ use serde_json::json;
 /// Label the tiered example guest puts on every pod template.
 const TIER: &str = "app.kudevops.io/tier";
 
-fn digest_of(wasm: &[u8]) -> String {
-    let runtime = guest::Runtime::new(guest::Config::default()).expect("default config is valid");
-    runtime
-        .inspect(wasm)
-        .map(|i| i.digest)
-        .expect("guest compiles")
-}
-
 fn labelled(name: &str, labels: &[(&str, &str)]) -> AppService {
     let mut app = sample_named(name);
     app.metadata.labels = Some(
@@ -40,15 +34,6 @@ fn labelled(name: &str, labels: &[(&str, &str)]) -> AppService {
             .collect::<BTreeMap<_, _>>(),
     );
     app
-}
-
-/// What a write by the operator would change: generation, spec and annotations (not the status,
-/// nor the revision annotation, which the cluster's deployment controller writes).
-fn fingerprint(d: &Deployment) -> (Option<i64>, String, BTreeMap<String, String>) {
-    let spec = serde_json::to_string(&d.spec).unwrap_or_default();
-    let mut annotations = d.annotations().clone();
-    annotations.remove("deployment.kubernetes.io/revision");
-    (d.metadata.generation, spec, annotations)
 }
 
 /// Waits until the guest in force has refused AppService `name` (its `GuestError` condition).
@@ -82,7 +67,7 @@ async fn swap_to_a_new_guest_updates_every_appservice() -> anyhow::Result<()> {
     let client = client().await?;
     let ns = TestNamespace::create(&client, "swap-all").await?;
     let operator = SwapOperator::start(&client, ns.name()).await?;
-    let default = digest_of(guest::default_guest());
+    let default = guest::digest(guest::default_guest());
     for name in ["alpha", "beta", "gamma"] {
         create(&client, ns.name(), &sample_named(name)).await?;
         let d = wait_digest(&client, ns.name(), name, &default).await?;
@@ -90,7 +75,7 @@ async fn swap_to_a_new_guest_updates_every_appservice() -> anyhow::Result<()> {
     }
 
     push(ns.name(), tiered_guest(), None).await?;
-    let tiered = digest_of(tiered_guest());
+    let tiered = guest::digest(tiered_guest());
     for name in ["alpha", "beta", "gamma"] {
         let d = wait_digest(&client, ns.name(), name, &tiered).await?;
         assert_eq!(tier(&d).as_deref(), Some("web"), "{name}");
@@ -114,7 +99,7 @@ async fn bad_guests_are_rejected_and_change_nothing() -> anyhow::Result<()> {
     let client = client().await?;
     let ns = TestNamespace::create(&client, "swap-reject").await?;
     let operator = SwapOperator::start(&client, ns.name()).await?;
-    let default = digest_of(guest::default_guest());
+    let default = guest::digest(guest::default_guest());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
     let mut before = Vec::new();
     for name in ["web", "panic"] {
@@ -205,7 +190,7 @@ async fn deleting_the_configmap_reverts_to_the_base_guest() -> anyhow::Result<()
     let _operator = SwapOperator::start(&client, ns.name()).await?;
     create(&client, ns.name(), &sample_named("web")).await?;
     push(ns.name(), tiered_guest(), None).await?;
-    let d = wait_digest(&client, ns.name(), "web", &digest_of(tiered_guest())).await?;
+    let d = wait_digest(&client, ns.name(), "web", &guest::digest(tiered_guest())).await?;
     assert_eq!(tier(&d).as_deref(), Some("web"));
 
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns.name());
@@ -215,7 +200,7 @@ async fn deleting_the_configmap_reverts_to_the_base_guest() -> anyhow::Result<()
         &client,
         ns.name(),
         "web",
-        &digest_of(guest::default_guest()),
+        &guest::digest(guest::default_guest()),
     )
     .await?;
     assert_eq!(tier(&d), None);
@@ -227,7 +212,7 @@ async fn a_canary_changes_only_the_selected_appservices() -> anyhow::Result<()> 
     let client = client().await?;
     let ns = TestNamespace::create(&client, "swap-canary").await?;
     let operator = SwapOperator::start(&client, ns.name()).await?;
-    let default = digest_of(guest::default_guest());
+    let default = guest::digest(guest::default_guest());
     create(
         &client,
         ns.name(),
@@ -251,7 +236,7 @@ async fn a_canary_changes_only_the_selected_appservices() -> anyhow::Result<()> 
     let spared = wait_digest(&client, ns.name(), "spared", &default).await?;
 
     push(ns.name(), tiered_guest(), Some("track=canary")).await?;
-    let tiered = digest_of(tiered_guest());
+    let tiered = guest::digest(tiered_guest());
     let d = wait_digest(&client, ns.name(), "picked", &tiered).await?;
     assert_eq!(tier(&d).as_deref(), Some("web"));
     // The reconcile after the swap has happened for "picked"; give "spared" the same time.
@@ -288,13 +273,13 @@ async fn a_failing_guest_rolls_back_to_the_last_good_one() -> anyhow::Result<()>
     let client = client().await?;
     let ns = TestNamespace::create(&client, "swap-rollback").await?;
     let operator = SwapOperator::start(&client, ns.name()).await?;
-    let default = digest_of(guest::default_guest());
+    let default = guest::digest(guest::default_guest());
     create(&client, ns.name(), &sample_named("web")).await?;
     wait_digest(&client, ns.name(), "web", &default).await?;
 
     // The hostile guest renders a busybox Deployment for "web": it passes the dry run.
     push(ns.name(), hostile_guest(), None).await?;
-    let hostile = digest_of(hostile_guest());
+    let hostile = guest::digest(hostile_guest());
     wait_digest(&client, ns.name(), "web", &hostile).await?;
 
     // Then "web" changes so that the hostile guest traps on it.
@@ -321,7 +306,7 @@ async fn a_missed_deadline_is_retried_not_rolled_back() -> anyhow::Result<()> {
     let operator = SwapOperator::start(&client, ns.name()).await?;
     create(&client, ns.name(), &sample_named("web")).await?;
     push(ns.name(), hostile_guest(), None).await?;
-    let hostile = digest_of(hostile_guest());
+    let hostile = guest::digest(hostile_guest());
     let before = wait_digest(&client, ns.name(), "web", &hostile).await?;
 
     // Then "web" changes so that the guest in force loops past its deadline on it: that may be
@@ -373,7 +358,7 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
         &client,
         ns.name(),
         "web",
-        &digest_of(guest::default_guest()),
+        &guest::digest(guest::default_guest()),
     )
     .await?;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
@@ -418,7 +403,7 @@ async fn the_accepted_guest_survives_a_restart() -> anyhow::Result<()> {
         create(&client, ns.name(), &sample_named(name)).await?;
     }
     push(ns.name(), hostile_guest(), None).await?;
-    let hostile = digest_of(hostile_guest());
+    let hostile = guest::digest(hostile_guest());
     for name in ["web", "api"] {
         wait_digest(&client, ns.name(), name, &hostile).await?;
     }
@@ -483,7 +468,7 @@ async fn the_accepted_guest_survives_a_restart() -> anyhow::Result<()> {
         .binary_data
         .as_ref()
         .and_then(|d| d.get("guest.wasm"))
-        .map(|b| digest_of(&b.0));
+        .map(|b| guest::digest(&b.0));
     assert_eq!(recorded, Some(hostile));
     Ok(())
 }
@@ -495,14 +480,14 @@ async fn failing_only_where_the_guest_in_force_fails_is_no_regression() -> anyho
     let operator = SwapOperator::start(&client, ns.name()).await?;
     create(&client, ns.name(), &sample_named("web")).await?;
     push(ns.name(), hostile_guest(), None).await?;
-    wait_digest(&client, ns.name(), "web", &digest_of(hostile_guest())).await?;
+    wait_digest(&client, ns.name(), "web", &guest::digest(hostile_guest())).await?;
     create(&client, ns.name(), &sample_named("policy-error")).await?;
     wait_refused(&client, ns.name(), "policy-error").await?;
 
     // The same behaviour under another digest: it refuses `policy-error` too.
     let same = with_custom_section(hostile_guest(), "e2e");
     push(ns.name(), &same, None).await?;
-    let digest = digest_of(&same);
+    let digest = guest::digest(&same);
     wait_digest(&client, ns.name(), "web", &digest).await?;
     assert_eq!(operator.guests.current().stable.digest(), digest);
     assert_eq!(operator.metrics.guest_swaps.get(), 2);

@@ -21,14 +21,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
 
-fn digest_of(wasm: &[u8]) -> String {
-    let runtime = guest::Runtime::new(guest::Config::default()).expect("default config is valid");
-    runtime
-        .inspect(wasm)
-        .map(|i| i.digest)
-        .expect("guest compiles")
-}
-
 /// The sample named `name`; with a misdeed, labelled so that the hostile guest commits it
 /// (the default guest ignores the label).
 fn app(name: &str, misdeed: Option<&str>) -> AppService {
@@ -44,7 +36,7 @@ async fn create_rendered(
     ns: &str,
     apps: &[(&str, Option<&str>)],
 ) -> anyhow::Result<()> {
-    let default = digest_of(guest::default_guest());
+    let default = guest::digest(guest::default_guest());
     for (name, misdeed) in apps {
         create(client, ns, &app(name, *misdeed)).await?;
     }
@@ -123,7 +115,7 @@ async fn rejected_before_activation(
         "web does not regress: {message}"
     );
 
-    let default = digest_of(guest::default_guest());
+    let default = guest::digest(guest::default_guest());
     assert_eq!(operator.guests.current().stable.digest(), default);
     assert_eq!(operator.metrics.guest_swaps.get(), 0);
     let dry_run = operator
@@ -273,7 +265,7 @@ async fn a_candidate_that_renders_nothing_is_rejected() -> anyhow::Result<()> {
         );
         assert!(message.contains(&named), "{name} not named: {message}");
     }
-    let default = digest_of(guest::default_guest());
+    let default = guest::digest(guest::default_guest());
     assert_eq!(operator.guests.current().stable.digest(), default);
     assert_eq!(operator.metrics.guest_swaps.get(), 0);
     assert_eq!(
