@@ -14,39 +14,24 @@ set -euo pipefail
 # shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-main() {
-  command -v go >/dev/null || cp_die "go is not installed (hack/setup.sh installs what is needed)"
-  cp_go_env
-  local dir tmp start version
-  dir="$(cp_helm_dir)"
-  if [[ -f "$dir/.complete" ]]; then
-    cp_log "up to date: $dir"
-    echo "$dir/helm"
-    return
-  fi
-  mkdir -p "$CP_CACHE/bin"
-  # NB: one build at a time; a second caller waits, then finds the finished entry.
-  exec 9>"$CP_CACHE/bin/.build-helm.lock"
-  flock 9
-  if [[ -f "$dir/.complete" ]]; then
-    echo "$dir/helm"
-    return
-  fi
-  start=$SECONDS
+# Builds helm into OUT and checks the version it reports: build_helm OUT.
+build_helm() {
+  local version
   version="$(cp_mod_version helm helm.sh/helm/v4)"
-  tmp="$(mktemp -d "$CP_CACHE/bin/.tmp.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
   cp_log "building helm $version"
   (cd "$CP_DIR/helm" && go build -trimpath \
     -ldflags="-s -w -X helm.sh/helm/v4/internal/version.version=$version" \
-    -o "$tmp/helm" helm.sh/helm/v4/cmd/helm)
-  "$tmp/helm" version --short | grep -q "^$version" ||
-    cp_die "helm does not report $version: $("$tmp/helm" version --short)"
-  touch "$tmp/.complete"
-  rm -rf "$dir"
-  mv -T "$tmp" "$dir"
-  trap - EXIT
-  cp_log "built in $((SECONDS - start)) s: $dir"
+    -o "$1/helm" helm.sh/helm/v4/cmd/helm)
+  "$1/helm" version --short | grep -q "^$version" ||
+    cp_die "helm does not report $version: $("$1/helm" version --short)"
+}
+
+main() {
+  command -v go >/dev/null || cp_die "go is not installed (hack/setup.sh installs what is needed)"
+  cp_go_env
+  local dir
+  dir="$(cp_helm_dir)"
+  cp_cached_build "$dir" helm build_helm
   echo "$dir/helm"
 }
 

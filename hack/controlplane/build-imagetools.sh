@@ -16,45 +16,31 @@ set -euo pipefail
 # shellcheck source=hack/controlplane/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-main() {
-  command -v go >/dev/null || cp_die "go is not installed (hack/setup.sh installs what is needed)"
-  cp_go_env
-  local dir tmp start crane registry
-  dir="$(cp_imagetools_dir)"
-  if [[ -f "$dir/.complete" ]]; then
-    cp_log "up to date: $dir"
-    echo "$dir"
-    return
-  fi
-  mkdir -p "$CP_CACHE/bin"
-  # NB: one build at a time; a second caller waits, then finds the finished entry.
-  exec 9>"$CP_CACHE/bin/.build-imagetools.lock"
-  flock 9
-  if [[ -f "$dir/.complete" ]]; then
-    echo "$dir"
-    return
-  fi
-  start=$SECONDS
+# Builds crane and the registry into OUT and checks the versions they report:
+# build_imagetools OUT.
+build_imagetools() {
+  local crane registry
   crane="$(cp_mod_version imagetools github.com/google/go-containerregistry)"
   registry="$(cp_mod_version imagetools github.com/distribution/distribution/v3)"
-  tmp="$(mktemp -d "$CP_CACHE/bin/.tmp.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
   cp_log "building crane $crane and registry $registry"
   (cd "$CP_DIR/imagetools" && go build -trimpath \
     -ldflags="-s -w -X github.com/google/go-containerregistry/cmd/crane/cmd.Version=$crane" \
-    -o "$tmp/crane" github.com/google/go-containerregistry/cmd/crane)
+    -o "$1/crane" github.com/google/go-containerregistry/cmd/crane)
   (cd "$CP_DIR/imagetools" && go build -trimpath \
     -ldflags="-s -w -X github.com/distribution/distribution/v3/version.version=$registry" \
-    -o "$tmp/registry" github.com/distribution/distribution/v3/cmd/registry)
-  [[ "$("$tmp/crane" version)" == "$crane" ]] ||
-    cp_die "crane does not report $crane: $("$tmp/crane" version)"
-  "$tmp/registry" --version | grep -qF " $registry" ||
-    cp_die "registry does not report $registry: $("$tmp/registry" --version)"
-  touch "$tmp/.complete"
-  rm -rf "$dir"
-  mv -T "$tmp" "$dir"
-  trap - EXIT
-  cp_log "built in $((SECONDS - start)) s: $dir"
+    -o "$1/registry" github.com/distribution/distribution/v3/cmd/registry)
+  [[ "$("$1/crane" version)" == "$crane" ]] ||
+    cp_die "crane does not report $crane: $("$1/crane" version)"
+  "$1/registry" --version | grep -qF " $registry" ||
+    cp_die "registry does not report $registry: $("$1/registry" --version)"
+}
+
+main() {
+  command -v go >/dev/null || cp_die "go is not installed (hack/setup.sh installs what is needed)"
+  cp_go_env
+  local dir
+  dir="$(cp_imagetools_dir)"
+  cp_cached_build "$dir" imagetools build_imagetools
   echo "$dir"
 }
 

@@ -89,36 +89,20 @@ check_outputs() {
   } >"$out/VERSIONS"
 }
 
+# Builds every component into OUT: build_all OUT.
+build_all() {
+  build_etcd "$1"
+  build_kwok "$1"
+  build_k8s "$1"
+  check_outputs "$1"
+}
+
 main() {
   command -v go >/dev/null || cp_die "go is not installed (hack/setup.sh installs what is needed)"
   cp_go_env
-  local bin tmp start
+  local bin
   bin="$(cp_bin_dir)"
-  if [[ -f "$bin/.complete" ]]; then
-    cp_log "up to date: $bin"
-    echo "$bin"
-    return
-  fi
-  mkdir -p "$CP_CACHE/bin"
-  # NB: one build at a time; a second caller waits, then finds the finished entry.
-  exec 9>"$CP_CACHE/bin/.build.lock"
-  flock 9
-  if [[ -f "$bin/.complete" ]]; then
-    echo "$bin"
-    return
-  fi
-  start=$SECONDS
-  tmp="$(mktemp -d "$CP_CACHE/bin/.tmp.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
-  build_etcd "$tmp"
-  build_kwok "$tmp"
-  build_k8s "$tmp"
-  check_outputs "$tmp"
-  touch "$tmp/.complete"
-  rm -rf "$bin"
-  mv -T "$tmp" "$bin"
-  trap - EXIT
-  cp_log "built in $((SECONDS - start)) s: $bin"
+  cp_cached_build "$bin" control-plane build_all
   echo "$bin"
 }
 

@@ -51,37 +51,57 @@ cp_bin_dir() {
   echo "$CP_CACHE/bin/$(cp_bin_key)"
 }
 
-# Prints helm's cache directory (build-helm.sh): its version plus a hash of its wrapper module,
-# the Go version and the recipe version. Separate from the control plane's, so either can change
-# alone.
+# Prints a hash of wrapper module DIR (under hack/controlplane), the Go version and the recipe
+# version: the part of a Go tool's cache key that is not its version.
+cp_module_hash() {
+  {
+    echo "recipe=$CP_RECIPE"
+    GOTOOLCHAIN=local go env GOVERSION GOOS GOARCH
+    cat "$CP_DIR/$1/go.mod" "$CP_DIR/$1/go.sum"
+  } | sha256sum | cut -c1-12
+}
+
+# Prints helm's cache directory (build-helm.sh): its version plus cp_module_hash of its wrapper
+# module. Separate from the control plane's, so either can change alone.
 cp_helm_dir() {
-  local version sum
-  version="$(cp_mod_version helm helm.sh/helm/v4)"
-  sum="$(
-    {
-      echo "recipe=$CP_RECIPE"
-      GOTOOLCHAIN=local go env GOVERSION GOOS GOARCH
-      cat "$CP_DIR"/helm/go.mod "$CP_DIR"/helm/go.sum
-    } | sha256sum | cut -c1-12
-  )"
-  echo "$CP_CACHE/bin/helm-${version}_${sum}"
+  echo "$CP_CACHE/bin/helm-$(cp_mod_version helm helm.sh/helm/v4)_$(cp_module_hash helm)"
 }
 
 # Prints the image tools' cache directory (build-imagetools.sh: crane and the CNCF distribution
-# registry): their versions plus a hash of their wrapper module, the Go version and the recipe
-# version.
+# registry): their versions plus cp_module_hash of their wrapper module.
 cp_imagetools_dir() {
-  local crane registry sum
+  local crane registry
   crane="$(cp_mod_version imagetools github.com/google/go-containerregistry)"
   registry="$(cp_mod_version imagetools github.com/distribution/distribution/v3)"
-  sum="$(
-    {
-      echo "recipe=$CP_RECIPE"
-      GOTOOLCHAIN=local go env GOVERSION GOOS GOARCH
-      cat "$CP_DIR"/imagetools/go.mod "$CP_DIR"/imagetools/go.sum
-    } | sha256sum | cut -c1-12
-  )"
-  echo "$CP_CACHE/bin/imagetools-crane-${crane}_registry-${registry}_${sum}"
+  echo "$CP_CACHE/bin/imagetools-crane-${crane}_registry-${registry}_$(cp_module_hash imagetools)"
+}
+
+# The temporary directory of the build cp_cached_build runs (global: the EXIT trap reads it).
+CP_BUILD_TMP=""
+
+# Fills cache entry DIR once: cp_cached_build DIR LOCK_NAME BUILD_FUNCTION. Returns at once when
+# DIR is complete; else, holding the lock .build-LOCK_NAME.lock (a second caller waits, then
+# finds the finished entry), runs BUILD_FUNCTION with a temporary directory under the cache,
+# marks it complete and moves it to DIR, so DIR is never seen half-built.
+cp_cached_build() {
+  local dir="$1" lock="$2" build="$3" start
+  if [[ -f "$dir/.complete" ]]; then
+    cp_log "up to date: $dir"
+    return
+  fi
+  mkdir -p "$CP_CACHE/bin"
+  exec 9>"$CP_CACHE/bin/.build-$lock.lock"
+  flock 9
+  [[ -f "$dir/.complete" ]] && return
+  start=$SECONDS
+  CP_BUILD_TMP="$(mktemp -d "$CP_CACHE/bin/.tmp.XXXXXX")"
+  trap 'rm -rf "$CP_BUILD_TMP"' EXIT
+  "$build" "$CP_BUILD_TMP"
+  touch "$CP_BUILD_TMP/.complete"
+  rm -rf "$dir"
+  mv -T "$CP_BUILD_TMP" "$dir"
+  trap - EXIT
+  cp_log "built in $((SECONDS - start)) s: $dir"
 }
 
 # The cluster's processes, in start order; `down` stops them in reverse.

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
+use app_operator::consts::ANNOTATION_GUEST_DIGEST;
 use app_operator::crd::AppService;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
@@ -172,4 +173,27 @@ pub fn fingerprint(d: &Deployment) -> (Option<i64>, String, BTreeMap<String, Str
     let mut annotations = d.annotations().clone();
     annotations.remove("deployment.kubernetes.io/revision");
     (d.metadata.generation, spec, annotations)
+}
+
+/// Checks that Deployments `names` still carry guest `digest` and the fingerprints `before`
+/// (taken in the same order): nothing re-rendered them.
+pub async fn assert_not_rerendered(
+    deployments: &Api<Deployment>,
+    names: &[&str],
+    digest: &str,
+    before: Vec<(Option<i64>, String, BTreeMap<String, String>)>,
+) -> anyhow::Result<()> {
+    for (name, version) in names.iter().zip(before) {
+        let d = deployments.get(name).await?;
+        let rendered_by = d
+            .annotations()
+            .get(ANNOTATION_GUEST_DIGEST)
+            .map(String::as_str);
+        anyhow::ensure!(
+            rendered_by == Some(digest),
+            "{name} rendered by {rendered_by:?}"
+        );
+        anyhow::ensure!(fingerprint(&d) == version, "{name} was re-rendered");
+    }
+    Ok(())
 }

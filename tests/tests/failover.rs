@@ -6,11 +6,13 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use app_operator::consts::{ANNOTATION_GUEST_DIGEST, LEADER_LEASE};
+use app_operator::consts::LEADER_LEASE;
 use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::testing::hostile_guest;
-use app_operator_e2e::appservice::{CONVERGE, condition, create, fingerprint, sample_named};
+use app_operator_e2e::appservice::{
+    CONVERGE, assert_not_rerendered, condition, create, fingerprint, sample_named,
+};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::operator::install_crd;
 use app_operator_e2e::process::{OperatorProcess, replica_args};
@@ -18,7 +20,7 @@ use app_operator_e2e::swap::{push, wait_digest};
 use app_operator_e2e::{TestNamespace, client, wait};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::{Api, ResourceExt};
+use kube::Api;
 
 /// Lease duration the two replicas use: short, so the test is quick.
 const LEASE_SECS: u64 = 6;
@@ -102,15 +104,7 @@ async fn a_new_leader_keeps_the_guest_in_force() -> anyhow::Result<()> {
     );
     // The new leader reconciles every AppService; give it the time a swap would take.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    for (name, version) in ["web", "api"].into_iter().zip(before) {
-        let d = deployments.get(name).await?;
-        assert_eq!(
-            d.annotations().get(ANNOTATION_GUEST_DIGEST),
-            Some(&hostile),
-            "{name}"
-        );
-        assert_eq!(fingerprint(&d), version, "{name} was re-rendered");
-    }
+    assert_not_rerendered(&deployments, &["web", "api"], &hostile, before).await?;
     assert!(
         deployments.get_opt("policy-error").await?.is_none(),
         "the refused AppService was rendered by another guest"

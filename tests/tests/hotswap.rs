@@ -5,14 +5,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use app_operator::consts::{
-    ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_DIGEST, ANNOTATION_GUEST_MESSAGE,
-    ANNOTATION_GUEST_STATE, GUEST_CONFIGMAP,
+    ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_STATE, GUEST_CONFIGMAP,
 };
 use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::testing::{hostile_guest, tiered_guest};
 use app_operator_e2e::appservice::{
-    CONVERGE, create, fingerprint, images, sample_named, wait_event,
+    CONVERGE, assert_not_rerendered, create, fingerprint, images, sample_named, wait_event,
 };
 use app_operator_e2e::swap::{SwapOperator, push, wait_digest, with_custom_section};
 use app_operator_e2e::{TestNamespace, client, wait};
@@ -429,15 +428,7 @@ async fn the_accepted_guest_survives_a_restart() -> anyhow::Result<()> {
     assert_eq!(operator.guests.current().stable.digest(), hostile);
     // The restart reconciles every AppService; give it the time a swap would take.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    for (name, version) in ["web", "api"].into_iter().zip(before) {
-        let d = deployments.get(name).await?;
-        assert_eq!(
-            d.annotations().get(ANNOTATION_GUEST_DIGEST),
-            Some(&hostile),
-            "{name}"
-        );
-        assert_eq!(fingerprint(&d), version, "{name} was re-rendered");
-    }
+    assert_not_rerendered(&deployments, &["web", "api"], &hostile, before).await?;
     assert_eq!(
         deployments
             .get_opt("policy-error")
