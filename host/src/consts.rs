@@ -18,7 +18,8 @@ pub const MANAGED_BY: &str = "app-operator";
 /// Label on every child: the name of the owning AppService.
 pub const LABEL_INSTANCE: &str = "app.kubernetes.io/instance";
 
-/// Annotation on every child: the digest (`sha256:<hex>`) of the guest that rendered it.
+/// Annotation on every child: the digest (`sha256:<hex>`) of the guest that last changed it (a
+/// guest rendering the same objects as the one before it rewrites no child).
 pub const ANNOTATION_GUEST_DIGEST: &str = "apps.kudevops.io/guest-digest";
 
 /// Annotation a user puts on an existing Deployment or Service to hand it over to the

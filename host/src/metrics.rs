@@ -73,6 +73,8 @@ pub struct Metrics {
     pub kube_requests: Family<MethodLabel, Counter>,
     /// Guest outputs the host refused, by the rule broken (one count per rule per render).
     pub output_refusals: Family<RuleLabel, Counter>,
+    /// Child watch events dropped as echoes of the operator's own applies (no reconcile).
+    pub child_echoes_skipped: Counter,
 }
 
 impl Default for Metrics {
@@ -92,6 +94,7 @@ impl Default for Metrics {
             guest_dry_run_applies: Counter::default(),
             kube_requests: Family::default(),
             output_refusals: Family::default(),
+            child_echoes_skipped: Counter::default(),
         }
     }
 }
@@ -144,6 +147,11 @@ impl Metrics {
             "guest_rollbacks",
             "Reconciles that fell back to the last good guest",
             m.guest_rollbacks.clone(),
+        );
+        registry.register(
+            "child_echoes_skipped",
+            "Child watch events dropped as echoes of the operator's own applies",
+            m.child_echoes_skipped.clone(),
         );
         registry.register(
             "guest_dry_run_applies",
@@ -248,6 +256,11 @@ impl Metrics {
     /// Counts a reconcile that fell back to the last good guest.
     pub fn guest_rolled_back(&self) {
         self.guest_rollbacks.inc();
+    }
+
+    /// Counts a child watch event dropped as the echo of the operator's own apply.
+    pub fn child_echo_skipped(&self) {
+        self.child_echoes_skipped.inc();
     }
 }
 

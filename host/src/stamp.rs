@@ -1,5 +1,7 @@
 //! The host's stamp on a guest's objects: namespace, owner reference, labels and the guest
-//! digest annotation. The result is exactly what the controller applies.
+//! digest annotation. The result is exactly what the controller applies. The digest is
+//! provenance, not content: what is compared to decide whether a child changes leaves it out
+//! ([`without_provenance`]).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Map, Value};
@@ -49,6 +51,21 @@ pub fn stamp(
             o
         })
         .collect()
+}
+
+/// `body` without the guest digest annotation (and without `annotations` if nothing else is
+/// left in it): what the up-to-date checks compare.
+pub fn without_provenance(body: &Value) -> Value {
+    let mut body = body.clone();
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)
+        && let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut)
+    {
+        annotations.remove(ANNOTATION_GUEST_DIGEST);
+        if annotations.is_empty() {
+            meta.remove("annotations");
+        }
+    }
+    body
 }
 
 /// The AppService as the controlling owner of its children, or `None` without name or uid.

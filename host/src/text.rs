@@ -1,6 +1,14 @@
-//! Bounded text for messages: lists cut after a number of items, the rest counted.
+//! Bounded text for messages: lists cut after a number of items, the rest counted, and strings
+//! cut at a byte length.
 
 use std::fmt;
+
+/// `s` cut to at most `max` bytes, at a character boundary.
+pub fn truncate(mut s: String, max: usize) -> String {
+    let cut = s.floor_char_boundary(max);
+    s.truncate(cut);
+    s
+}
 
 /// Displays the first `max` items joined by `; `, then `; and N more` for the rest.
 pub struct Listed<'a, T> {
@@ -27,7 +35,15 @@ impl<T: fmt::Display> fmt::Display for Listed<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::Listed;
+    use super::{Listed, truncate};
+
+    #[test]
+    fn truncates_at_a_character_boundary() {
+        assert_eq!(truncate("abc".into(), 5), "abc");
+        assert_eq!(truncate("abc".into(), 2), "ab");
+        // NB: 'é' is two bytes; a cut inside it keeps the character out.
+        assert_eq!(truncate("aé".into(), 2), "a");
+    }
 
     #[test]
     fn lists_up_to_the_bound_and_counts_the_rest() {

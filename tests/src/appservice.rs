@@ -148,6 +148,25 @@ pub async fn events(
         .collect())
 }
 
+/// Every Event about AppService `name` in `namespace`, whatever its reason.
+pub async fn events_about(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Vec<Event>> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let events = api.list(&ListParams::default()).await?;
+    Ok(events
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().is_some_and(|r| {
+                r.kind.as_deref() == Some("AppService") && r.name.as_deref() == Some(name)
+            })
+        })
+        .collect())
+}
+
 /// Waits until an Event with `reason` about `name` exists, and returns the first.
 pub async fn wait_event(
     client: &Client,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use app_operator::cli::Connection;
 use app_operator::controller;
 use app_operator::crd::AppService;
 use app_operator::guest;
@@ -16,7 +17,7 @@ use kube::{Api, Client, CustomResourceExt, ResourceExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::wait;
+use crate::{cluster, wait};
 
 /// Field manager of the writes the tests make as "a user".
 pub const TEST_MANAGER: &str = "app-operator-e2e";
@@ -54,6 +55,8 @@ pub async fn install_crd(client: &Client) -> anyhow::Result<()> {
 ///
 /// Dropping it aborts the task; [`Operator::stop`] shuts it down gracefully.
 pub struct Operator {
+    /// The controller's metrics; its API requests are counted in `kube_requests`.
+    pub metrics: Metrics,
     digest: String,
     readiness: Arc<Readiness>,
     shutdown: Option<oneshot::Sender<()>>,
@@ -69,6 +72,20 @@ impl Operator {
     /// Installs the CRD and starts the controller for `namespace` with the guest `wasm`,
     /// through the production guest runtime. Logs go to stderr when `RUST_LOG` is set.
     pub async fn start_with(client: &Client, namespace: &str, wasm: &[u8]) -> anyhow::Result<Self> {
+        let config = controller::Config {
+            namespace: Some(namespace.to_owned()),
+            ..controller::Config::default()
+        };
+        Self::start_configured(client, wasm, config).await
+    }
+
+    /// [`Operator::start_with`] with the controller's `config` (whose namespace it watches). Its
+    /// client is its own, built like the binary's, counting requests in [`Operator::metrics`].
+    pub async fn start_configured(
+        client: &Client,
+        wasm: &[u8],
+        config: controller::Config,
+    ) -> anyhow::Result<Self> {
         if std::env::var_os("RUST_LOG").is_some() {
             app_operator::telemetry::init(app_operator::telemetry::LogFormat::Text);
         }
@@ -78,23 +95,29 @@ impl Operator {
         let digest = policy.digest().to_owned();
         let readiness = Arc::new(Readiness::default());
         readiness.guest_loaded();
-        let config = controller::Config {
-            namespace: Some(namespace.to_owned()),
-            ..controller::Config::default()
+        let metrics = Metrics::default();
+        let connection = Connection {
+            kubeconfig: Some(cluster::kubeconfig_path()),
+            context: None,
         };
+        let counting = connection
+            .client(Some(&metrics))
+            .await
+            .map_err(|e| anyhow::anyhow!(app_operator::error_chain(&e)))?;
         let (tx, rx) = oneshot::channel();
         let shutdown = async move {
             let _ = rx.await;
         };
         let task = tokio::spawn(controller::run(
-            client.clone(),
+            counting,
             policy,
-            Metrics::default(),
+            metrics.clone(),
             readiness.clone(),
             config,
             shutdown,
         ));
         let operator = Self {
+            metrics,
             digest,
             readiness,
             shutdown: Some(tx),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use app_operator::cli::{Connection, push};
-use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP};
+use app_operator::consts::GUEST_CONFIGMAP;
 use app_operator::crd::AppService;
 use app_operator::metrics::Metrics;
 use app_operator::server::Readiness;
@@ -16,7 +16,7 @@ use app_operator::swap::{Guests, source};
 use app_operator::{controller, guest};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::{Api, Client, ResourceExt};
+use kube::{Api, Client};
 use tokio::task::JoinHandle;
 use wasm_encoder::{ComponentSection, CustomSection};
 
@@ -172,8 +172,10 @@ pub async fn push_with(args: push::Args) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!(app_operator::error_chain(&e)))
 }
 
-/// Waits until AppService `name` was reconciled, at its latest generation, by guest `digest`,
-/// and its Deployment carries that digest. Returns the Deployment.
+/// Waits until AppService `name` was reconciled, at its latest generation, by guest `digest`
+/// (its `status.guestDigest`), and its Deployment exists. Returns the Deployment, whose digest
+/// annotation names the guest that last *changed* it: a guest that renders the same objects as
+/// the one before it rewrites no child.
 pub async fn wait_digest(
     client: &Client,
     ns: &str,
@@ -182,21 +184,16 @@ pub async fn wait_digest(
 ) -> anyhow::Result<Deployment> {
     let apps: Api<AppService> = Api::namespaced(client.clone(), ns);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let what = format!("AppService {name} and its Deployment to be rendered by {digest}");
+    let what = format!("AppService {name} to be rendered by {digest}");
     wait::until(&what, CONVERGE, || async {
         let app = apps.get(name).await?;
         let status = app.status.clone().unwrap_or_default();
         let app_ok = status.guest_digest.as_deref() == Some(digest)
             && status.observed_generation == app.metadata.generation;
-        let Some(d) = deployments.get_opt(name).await? else {
+        if !app_ok {
             return Ok(None);
-        };
-        let d_ok = d
-            .annotations()
-            .get(ANNOTATION_GUEST_DIGEST)
-            .map(String::as_str)
-            == Some(digest);
-        Ok((app_ok && d_ok).then_some(d))
+        }
+        Ok(deployments.get_opt(name).await?)
     })
     .await
     .context("the swap did not reach the AppService")

@@ -200,7 +200,13 @@ async fn operator_runs_with_only_config_rbac() -> anyhow::Result<()> {
             .get("web")
             .await
             .context("the Service was not created")?;
-        wait_event(&admin, apps_ns.name(), "web", "Applied").await?;
+        // A hand edit set back: the operator may publish Events.
+        let hand = PatchParams::apply("hand-edit").force();
+        let edit = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 1}});
+        deployments
+            .patch("web", &hand, &Patch::Apply(&edit))
+            .await?;
+        wait_event(&admin, apps_ns.name(), "web", "Corrected").await?;
 
         let change = json!({"spec": {"image": "nginx:1.27", "replicas": 2}});
         admin_apps

@@ -93,6 +93,10 @@ pub struct Args {
     /// Reconcile every AppService at least this often, in seconds.
     #[arg(long, env = "APP_OPERATOR_RESYNC_SECS", default_value_t = 600)]
     pub resync_secs: u64,
+    /// Longest time, in milliseconds, the status of a rollout that has just started is held
+    /// back waiting for readiness, so that both are one status write (0: write every step).
+    #[arg(long, env = "APP_OPERATOR_STATUS_SETTLE_MS", default_value_t = 5000)]
+    pub status_settle_ms: u64,
     /// Log format.
     #[arg(long, env = "APP_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -248,6 +252,7 @@ impl Args {
             namespace: self.namespace.clone(),
             concurrency: self.concurrency,
             resync: Duration::from_secs(self.resync_secs),
+            status_settle: Duration::from_millis(self.status_settle_ms),
             ..controller::Config::default()
         }
     }

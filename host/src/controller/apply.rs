@@ -24,50 +24,45 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{debug, info};
 
+pub use super::child::ChildKind;
+
+use super::cache::Cache;
+use super::child::ChildKey;
+use super::echo::OwnWrites;
 use super::error::{Error, Result};
-use super::uptodate::LastApplied;
+use super::uptodate::{self, LastApplied};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
 use crate::stamp::stamp;
 
-/// The kinds of children the controller applies, watches and prunes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ChildKind {
-    /// `apps/v1 Deployment`.
-    Deployment,
-    /// `v1 Service`.
-    Service,
-}
-
-impl ChildKind {
-    /// The kind of a guest-emitted object, if the controller manages it.
-    pub fn of(api_version: &str, kind: &str) -> Option<Self> {
-        match (api_version, kind) {
-            ("apps/v1", "Deployment") => Some(Self::Deployment),
-            ("v1", "Service") => Some(Self::Service),
-            _ => None,
-        }
-    }
-
-    /// The Kubernetes kind name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Deployment => "Deployment",
-            Self::Service => "Service",
-        }
-    }
-}
-
-/// Caches of the children the operator manages, kept by the controller's watches.
+/// Caches of the children the operator manages, kept by the controller's watches, and what
+/// this process wrote to them.
 #[derive(Clone)]
 pub struct Children {
     /// Deployments labelled as managed by the operator.
-    pub deployments: Store<Deployment>,
+    pub deployments: Cache<Deployment>,
     /// Services labelled as managed by the operator.
-    pub services: Store<Service>,
+    pub services: Cache<Service>,
     /// What this process last applied, to skip applies that would change nothing.
     pub last_applied: Arc<LastApplied>,
+    /// The versions this process's applies left, to drop their echoes from the child watches.
+    pub own_writes: Arc<OwnWrites>,
+}
+
+/// What applying one child did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing: the child was up to date, or the apply changed nothing.
+    None,
+    /// The child did not exist (as far as the cache knew) and was created.
+    Created,
+    /// The child changed because the guest renders something new for it (a new spec or guest,
+    /// or the first apply of this process).
+    Updated,
+    /// The guest renders what this process last applied, but someone had changed the child:
+    /// the apply set it back.
+    Corrected,
 }
 
 /// What [`apply_all`] did.
@@ -76,8 +71,21 @@ pub struct Applied {
     /// The Deployment the guest emitted, as the API server returned it after the apply (or as
     /// cached, when it was up to date).
     pub deployment: Option<Deployment>,
-    /// `Kind/name` of the children that the apply created or changed.
-    pub changed: Vec<String>,
+    /// `(Kind/name, change)` of every child that the apply created or changed.
+    pub changes: Vec<(String, Change)>,
+    /// `Kind/name` of the children [`prune`] deleted after the apply (filled by the caller).
+    pub pruned: Vec<String>,
+}
+
+impl Applied {
+    /// `Kind/name` of the children with change `change`.
+    pub fn with(&self, change: Change) -> Vec<String> {
+        self.changes
+            .iter()
+            .filter(|(_, c)| *c == change)
+            .map(|(child, _)| child.clone())
+            .collect()
+    }
 }
 
 /// Server-side applies every object, stamped with ownership, with the operator's field manager,
@@ -101,33 +109,34 @@ pub async fn apply_all(
                 kind: object.kind.clone(),
             }
         })?;
-        let (name, body) = (&object.name, &object.body);
-        let last = &children.last_applied;
-        let (deployment, changed) = match kind {
+        let key = (kind, ns.clone(), object.name.clone());
+        let (deployment, change) = match kind {
             ChildKind::Deployment => {
-                let store = &children.deployments;
-                let (deployment, changed) =
-                    apply_one(client, store, last, &ns, kind, name, body).await?;
-                (Some(deployment), changed)
+                let store = &children.deployments.store;
+                let (deployment, change) =
+                    apply_one(client, store, children, key, &object.body).await?;
+                (Some(deployment), change)
             }
             ChildKind::Service => {
-                let store = &children.services;
-                let changed = apply_one(client, store, last, &ns, kind, name, body)
+                let store = &children.services.store;
+                let change = apply_one(client, store, children, key, &object.body)
                     .await?
                     .1;
-                (None, changed)
+                (None, change)
             }
         };
-        Ok::<_, Error>((kind, name, deployment, changed))
+        Ok::<_, Error>((kind, &object.name, deployment, change))
     }))
     .await?;
     let mut applied = Applied::default();
-    for (kind, name, deployment, changed) in results {
+    for (kind, name, deployment, change) in results {
         if applied.deployment.is_none() {
             applied.deployment = deployment;
         }
-        if changed {
-            applied.changed.push(format!("{}/{name}", kind.as_str()));
+        if change != Change::None {
+            applied
+                .changes
+                .push((format!("{}/{name}", kind.as_str()), change));
         }
     }
     Ok(applied)
@@ -177,9 +186,11 @@ async fn check_ownership(
         let name = object.name.as_str();
         let meta = match kind {
             ChildKind::Deployment => {
-                existing(client, &children.deployments, ns, kind, name).await?
+                existing(client, &children.deployments.store, ns, kind, name).await?
             }
-            ChildKind::Service => existing(client, &children.services, ns, kind, name).await?,
+            ChildKind::Service => {
+                existing(client, &children.services.store, ns, kind, name).await?
+            }
         };
         match meta.map(|meta| ownership(&meta, app)) {
             Some(Err(owner)) => Err(Error::ChildConflict {
@@ -252,33 +263,49 @@ pub fn ownership(meta: &ObjectMeta, app: &AppService) -> Result<(), String> {
 }
 
 /// Applies one child unless the cache shows it up to date. Returns the child as the API server
-/// (or the cache) has it, and whether the apply created or changed it.
+/// (or the cache) has it, and what the apply did.
 async fn apply_one<K>(
     client: &Client,
     store: &Store<K>,
-    last: &LastApplied,
-    ns: &str,
-    kind: ChildKind,
-    name: &str,
+    children: &Children,
+    key: ChildKey,
     body: &serde_json::Value,
-) -> Result<(K, bool)>
+) -> Result<(K, Change)>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     K: Clone + DeserializeOwned + Serialize + std::fmt::Debug + 'static,
 {
+    let (kind, ns, name) = &key;
     let cached = store.get(&ObjectRef::new(name).within(ns));
-    let key = (kind, ns.to_owned(), name.to_owned());
-    let live = cached.as_deref().and_then(|c| serde_json::to_value(c).ok());
-    if let Some(cached) = &cached
-        && last.is_up_to_date(&key, body, live.as_ref())
+    let compared = uptodate::without_provenance(body);
+    let is_last = children.last_applied.is_last(&key, &compared);
+    // NB: the cached object is serialized only when the body is the last one applied.
+    if is_last
+        && let Some(cached) = &cached
+        && serde_json::to_value(&**cached).is_ok_and(|live| uptodate::contains(&live, &compared))
     {
-        return Ok((K::clone(cached), false));
+        return Ok((K::clone(cached), Change::None));
     }
-    let before = cached.and_then(|c| c.resource_version());
-    let after: K = patch(client, ns, kind, name, body).await?;
-    last.applied(key, body);
-    let changed = before != after.resource_version();
-    Ok((after, changed))
+    let before = cached.as_ref().and_then(|c| c.resource_version());
+    let after: K = patch(client, ns, *kind, name, body).await?;
+    children.last_applied.applied(key.clone(), &compared);
+    let change = match (&before, after.resource_version()) {
+        (_, None) => Change::None,
+        (before, after) if *before == after => Change::None,
+        (None, Some(version)) => {
+            children.own_writes.wrote(key, version);
+            Change::Created
+        }
+        (Some(_), Some(version)) => {
+            children.own_writes.wrote(key, version);
+            if is_last {
+                Change::Corrected
+            } else {
+                Change::Updated
+            }
+        }
+    };
+    Ok((after, change))
 }
 
 /// Deletes the children controlled by `app` that are not among `objects`. Returns `Kind/name`
@@ -297,23 +324,27 @@ pub async fn prune(
             ChildKind::Deployment => delete::<Deployment>(client, &ns, kind, &name, uid).await?,
             ChildKind::Service => delete::<Service>(client, &ns, kind, &name, uid).await?,
         }
-        children
-            .last_applied
-            .forget(&(kind, ns.clone(), name.clone()));
+        let key = (kind, ns.clone(), name.clone());
+        children.last_applied.forget(&key);
+        children.own_writes.forget(&key);
         info!(kind = kind.as_str(), child = %name, "pruned a child the guest no longer emits");
         pruned.push(format!("{}/{name}", kind.as_str()));
     }
     Ok(pruned)
 }
 
-/// `(kind, name, uid)` of the cached children controlled by `app` and not in `keep`.
+/// `(kind, name, uid)` of the cached children controlled by `app` and not in `keep`. Looks only
+/// at `app`'s own children (the caches are indexed by controller).
 fn orphans(
     children: &Children,
     app: &AppService,
     keep: &BTreeSet<(ChildKind, &str)>,
 ) -> Vec<(ChildKind, String, Option<String>)> {
-    let deployments = children.deployments.state();
-    let services = children.services.state();
+    let Some(uid) = app.uid() else {
+        return Vec::new();
+    };
+    let deployments = children.deployments.controlled_by(&uid);
+    let services = children.services.controlled_by(&uid);
     let cached = deployments
         .iter()
         .map(|d| (ChildKind::Deployment, d.meta()))

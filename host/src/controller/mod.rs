@@ -2,8 +2,13 @@
 //! sync with what the guest renders.
 
 pub mod apply;
+mod cache;
+mod child;
+mod echo;
 mod error;
+mod events;
 mod reconcile;
+mod settle;
 pub mod status;
 mod uptodate;
 mod watches;
@@ -26,6 +31,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+pub use child::ChildKind;
 pub use error::Error;
 pub use reconcile::reconcile;
 
@@ -37,6 +43,7 @@ use crate::namespaces;
 use crate::server::Readiness;
 use crate::swap;
 use apply::Children;
+use settle::Settling;
 use watches::SyncTracker;
 
 /// First retry delay after a failed reconcile; doubled on each further failure.
@@ -55,6 +62,9 @@ pub struct Config {
     pub resync: Duration,
     /// Name reported as the source of Events.
     pub reporter: String,
+    /// Longest time the status of a rollout that has just started is held back, waiting for
+    /// readiness, so that both become one status write (zero: write every step).
+    pub status_settle: Duration,
 }
 
 impl Config {
@@ -78,6 +88,7 @@ impl Default for Config {
             concurrency: 16,
             resync: Duration::from_secs(600),
             reporter: "app-operator".into(),
+            status_settle: Duration::from_secs(5),
         }
     }
 }
@@ -100,6 +111,8 @@ pub struct Context {
     pub config: Config,
     /// Consecutive failures per AppService, for the retry backoff.
     failures: Mutex<HashMap<ObjectRef<AppService>, u32>>,
+    /// Rollouts whose status is held back for a moment.
+    settling: Settling,
     /// Becomes true once every watch cache has listed its objects.
     synced: watch::Receiver<bool>,
 }
@@ -187,15 +200,29 @@ pub async fn run(
         readiness,
     );
     let (app_store, app_stream) = watches::apps(&client, ns, tracker.clone());
-    let (deployments, deployment_stream) =
-        watches::children::<Deployment>(&client, ns, tracker.clone(), "deployments");
-    let (services, service_stream) =
-        watches::children::<Service>(&client, ns, tracker.clone(), "services");
+    let own_writes = Arc::<echo::OwnWrites>::default();
+    let (deployments, deployment_stream) = watches::children::<Deployment>(
+        &client,
+        ns,
+        tracker.clone(),
+        ChildKind::Deployment,
+        own_writes.clone(),
+        metrics.clone(),
+    );
+    let (services, service_stream) = watches::children::<Service>(
+        &client,
+        ns,
+        tracker.clone(),
+        ChildKind::Service,
+        own_writes.clone(),
+        metrics.clone(),
+    );
     let (namespace_store, namespace_stream) = watches::namespaces(&client, ns, tracker.clone());
     let children = Children {
         deployments,
         services,
         last_applied: Arc::default(),
+        own_writes,
     };
     let recorder = config.recorder(&client);
     let concurrency = config.concurrency;
@@ -208,6 +235,7 @@ pub async fn run(
         metrics,
         children,
         levels: namespaces::Levels::new(namespace_store),
+        settling: Settling::new(config.status_settle),
         config,
         failures: Mutex::default(),
         synced: tracker.subscribe(),

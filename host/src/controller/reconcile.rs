@@ -1,19 +1,22 @@
 //! One reconciliation: render the AppService through the guest, apply the children, prune the
-//! ones no longer emitted, write the status and publish Events.
+//! ones no longer emitted, write the status (held back briefly while a rollout that has just
+//! started settles) and publish the Events worth seeing.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{Span, debug, field, info, instrument, warn};
 
 use super::Context;
-use super::apply::{self, Applied};
+use super::apply::{self, Applied, Change};
 use super::error::{Error, Result};
+use super::events::{self, Facts, RolledBack};
 use super::status::{self, Outcome};
 use crate::consts::FIELD_MANAGER;
 use crate::crd::{AppService, AppServiceStatus};
@@ -43,28 +46,27 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     }
     ctx.caches_synced().await;
 
-    let (policy, rendered) = render(&ctx, &app).await;
+    let mut facts = Facts::default();
+    let (policy, rendered) = render(&ctx, &app, &mut facts).await;
     span.record("guest", field::display(policy.digest()));
     let objects = match rendered {
         Ok(objects) => objects,
         Err(err) => {
-            let (event, outcome) = match &err {
+            let outcome = match &err {
                 guest::Error::Refused(refused) => {
                     ctx.metrics.output_refused(&refused.rules());
-                    let message = refused.to_string();
-                    ("OutputRefused", Outcome::OutputRefused { message })
+                    Outcome::OutputRefused {
+                        message: refused.to_string(),
+                    }
                 }
-                other => {
-                    let reason = other.reason();
-                    let message = error_chain(other);
-                    ("GuestFailed", Outcome::GuestFailed { reason, message })
-                }
+                other => Outcome::GuestFailed {
+                    reason: other.reason(),
+                    message: error_chain(other),
+                },
             };
             let error = Error::Guest(err);
-            let message = error_chain(&error);
-            warn!(error = %message, "guest output not applied; children left untouched");
-            publish(&ctx, &app, EventType::Warning, event, "Render", message).await;
-            write_status_or_log(&ctx, &app, &outcome).await;
+            warn!(error = %error_chain(&error), "guest output not applied; children left untouched");
+            report_failure(&ctx, &app, &outcome, &facts).await;
             return Err(error);
         }
     };
@@ -73,41 +75,53 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let applied = match apply_and_prune(&ctx, &app, policy.digest(), &objects).await {
         Ok(applied) => applied,
         Err(error) => {
-            let message = error_chain(&error);
-            let reason = error.reason();
             let outcome = Outcome::ApplyFailed {
-                reason,
-                message: message.clone(),
+                reason: error.reason(),
+                message: error_chain(&error),
             };
-            publish(&ctx, &app, EventType::Warning, reason, "Apply", message).await;
-            write_status_or_log(&ctx, &app, &outcome).await;
+            report_failure(&ctx, &app, &outcome, &facts).await;
             return Err(error);
         }
     };
-    let event = async {
-        if !applied.changed.is_empty() {
-            let note = format!("applied {}", applied.changed.join(", "));
-            info!(changed = ?applied.changed, "applied children");
-            publish(&ctx, &app, EventType::Normal, "Applied", "Apply", note).await;
-        }
-    };
+    if !applied.changes.is_empty() || !applied.pruned.is_empty() {
+        info!(changes = ?applied.changes, pruned = ?applied.pruned, "applied children");
+    }
+    facts.corrected = applied.with(Change::Corrected);
+    facts.pruned = applied.pruned.clone();
     let outcome = Outcome::Applied {
         deployment: applied.deployment.as_ref(),
         guest: policy.digest(),
     };
-    // NB: the Event and the status are independent writes; send them at once.
-    let ((), status) = tokio::join!(event, write_status(&ctx, &app, &outcome));
+    let desired = status::desired(&app, &outcome, Timestamp::now());
+    let held = ctx.settling.hold(
+        &ObjectRef::from_obj(&*app),
+        !applied.changes.is_empty(),
+        status::in_progress(&desired),
+        Instant::now(),
+    );
+    let write = async {
+        match held {
+            Some(left) => {
+                debug!(?left, "rollout under way; status held back");
+                Ok(())
+            }
+            None => write_status(&ctx, &app, &desired).await,
+        }
+    };
+    // NB: the Events and the status are independent writes; send them at once.
+    let ((), status) = tokio::join!(publish(&ctx, &app, &outcome, &facts), write);
     status?;
     ctx.forget_failures(&app);
-    Ok(Action::requeue(ctx.config.resync))
+    Ok(Action::requeue(held.unwrap_or(ctx.config.resync)))
 }
 
 /// Renders `app` through the guest selected for it; if that guest traps, hits a limit or emits
-/// invalid output, through its fallback (the last good guest) instead, with a Warning Event.
+/// invalid output, through its fallback (the last good guest) instead, recorded in `facts`.
 /// Returns the guest whose result is returned.
 async fn render(
     ctx: &Context,
     app: &AppService,
+    facts: &mut Facts,
 ) -> (guest::Policy, Result<Vec<DesiredObject>, guest::Error>) {
     let selected = ctx.select(app);
     let rendered = call(ctx, &selected.policy, app).await;
@@ -122,26 +136,16 @@ async fn render(
         return (selected.policy, rendered);
     }
     ctx.metrics.guest_rolled_back();
-    let note = format!(
-        "guest {} failed ({}); rendered with the last good guest {}",
-        selected.policy.digest(),
-        error_chain(err),
-        fallback.digest()
-    );
     warn!(
         failed = selected.policy.digest(),
         fallback = fallback.digest(),
         "guest failed; rolled back to the last good guest"
     );
-    publish(
-        ctx,
-        app,
-        EventType::Warning,
-        "GuestRolledBack",
-        "Render",
-        note,
-    )
-    .await;
+    facts.rolled_back = Some(RolledBack {
+        failed: selected.policy.digest().to_owned(),
+        fallback: fallback.digest().to_owned(),
+        error: error_chain(err),
+    });
     (fallback, again)
 }
 
@@ -168,32 +172,25 @@ async fn apply_and_prune(
     objects: &[DesiredObject],
 ) -> Result<Applied> {
     let mut applied = apply::apply_all(&ctx.client, &ctx.children, app, digest, objects).await?;
-    let pruned = apply::prune(&ctx.client, &ctx.children, app, objects).await?;
-    if !pruned.is_empty() {
-        let note = format!(
-            "deleted {}, no longer rendered by the guest",
-            pruned.join(", ")
-        );
-        publish(ctx, app, EventType::Normal, "Pruned", "Prune", note).await;
-    }
-    applied
-        .changed
-        .extend(pruned.into_iter().map(|p| format!("-{p}")));
+    applied.pruned = apply::prune(&ctx.client, &ctx.children, app, objects).await?;
     Ok(applied)
 }
 
-/// Writes the status of a failed reconcile; a failure to write is logged, so that the original
-/// error is the one reported.
-async fn write_status_or_log(ctx: &Context, app: &AppService, outcome: &Outcome<'_>) {
-    if let Err(err) = write_status(ctx, app, outcome).await {
-        warn!(error = %error_chain(&err), "failed to write the status");
-    }
+/// Reports a failed reconcile: its Events, and its status, whose failure to write is logged, so
+/// that the original error is the one returned.
+async fn report_failure(ctx: &Context, app: &AppService, outcome: &Outcome<'_>, facts: &Facts) {
+    let desired = status::desired(app, outcome, Timestamp::now());
+    let write = async {
+        if let Err(err) = write_status(ctx, app, &desired).await {
+            warn!(error = %error_chain(&err), "failed to write the status");
+        }
+    };
+    tokio::join!(publish(ctx, app, outcome, facts), write);
 }
 
-/// Writes the status computed for `outcome`, unless it is what the AppService already reports.
-async fn write_status(ctx: &Context, app: &AppService, outcome: &Outcome<'_>) -> Result<()> {
-    let desired: AppServiceStatus = status::desired(app, outcome, Timestamp::now());
-    if !status::changed(app, &desired) {
+/// Writes the status `desired`, unless it is what the AppService already reports.
+async fn write_status(ctx: &Context, app: &AppService, desired: &AppServiceStatus) -> Result<()> {
+    if !status::changed(app, desired) {
         return Ok(());
     }
     let name = app.name_any();
@@ -208,38 +205,17 @@ async fn write_status(ctx: &Context, app: &AppService, outcome: &Outcome<'_>) ->
     api.patch_status(&name, &params, &patch)
         .await
         .map_err(|source| Error::Status { name, source })?;
-    debug!(status = %status::summary(app, &desired), "status written");
+    debug!(status = %status::summary(app, desired), "status written");
     Ok(())
 }
 
-/// Publishes an Event on the AppService. Failing to publish is logged, never fatal.
-async fn publish(
-    ctx: &Context,
-    app: &AppService,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: String,
-) {
-    let event = Event {
-        type_,
-        reason: reason.into(),
-        note: Some(truncate(note, 1000)),
-        action: action.into(),
-        secondary: None,
-    };
-    if let Err(err) = ctx.recorder.publish(&event, &app.object_ref(&())).await {
-        warn!(error = %err, reason, "failed to publish an event");
-    }
-}
-
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut cut = max;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
+/// Publishes the Events of a reconcile ([`events::derive`]) on the AppService. Failing to
+/// publish is logged, never fatal.
+async fn publish(ctx: &Context, app: &AppService, outcome: &Outcome<'_>, facts: &Facts) {
+    let reference = app.object_ref(&());
+    for event in events::derive(outcome, facts) {
+        if let Err(err) = ctx.recorder.publish(&event, &reference).await {
+            warn!(error = %err, reason = event.reason, "failed to publish an event");
         }
-        s.truncate(cut);
     }
-    s
 }

@@ -6,6 +6,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::crd::{AppService, AppServiceStatus};
+use crate::text::truncate;
 
 /// Condition type: the children are applied and the Deployment is fully rolled out and ready.
 pub const READY: &str = "Ready";
@@ -228,11 +229,7 @@ fn condition(
 ) -> Condition {
     let status = if value { "True" } else { "False" };
     if message.len() > MAX_MESSAGE {
-        let mut cut = MAX_MESSAGE;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
+        message = truncate(message, MAX_MESSAGE);
         message.push('…');
     }
     let since = previous
@@ -248,6 +245,20 @@ fn condition(
         observed_generation: generation,
         last_transition_time: since,
     }
+}
+
+/// True when `status` reports a rollout under way and nothing wrong: Ready is False because the
+/// Deployment's pods are not all ready yet (or it has not seen its spec yet), and it is not
+/// Degraded. Such a status may be held back for a moment ([`super::settle`]).
+pub fn in_progress(status: &AppServiceStatus) -> bool {
+    let has = |type_: &str, value: &str, reasons: &[&str]| {
+        status.conditions.iter().any(|c| {
+            c.type_ == type_
+                && c.status == value
+                && (reasons.is_empty() || reasons.contains(&c.reason.as_str()))
+        })
+    };
+    has(READY, "False", &["RolloutPending", "RolloutInProgress"]) && has(DEGRADED, "False", &[])
 }
 
 /// True when writing `desired` would change what `app` already reports.

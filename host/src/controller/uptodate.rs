@@ -7,8 +7,12 @@
 //! - the cached live object already holds every field of that body with the same value, so no
 //!   one changed or removed a field the operator sets.
 //!
-//! Anything else (a restart, a new spec or guest, a hand edit, a value the API server normalizes)
-//! leads to a normal apply.
+//! Anything else (a restart, a new spec or guest output, a hand edit, a value the API server
+//! normalizes) leads to a normal apply.
+//!
+//! Both checks ignore the guest digest annotation ([`without_provenance`]): a new guest that
+//! renders the same objects rewrites no child. The annotation then names the guest that last
+//! changed the child, and the AppService's `status.guestDigest` the guest in force.
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
@@ -17,20 +21,17 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
-use super::apply::ChildKind;
-
-/// `(kind, namespace, name)` of a child.
-pub type ChildKey = (ChildKind, String, String);
+use super::child::ChildKey;
+pub use crate::stamp::without_provenance;
 
 /// Hashes of the bodies this process last applied successfully, per child.
 #[derive(Debug, Default)]
 pub struct LastApplied(Mutex<HashMap<ChildKey, u64>>);
 
 impl LastApplied {
-    /// True when `body` is what was last applied for `key` and `live` already holds all of it.
-    pub fn is_up_to_date(&self, key: &ChildKey, body: &Value, live: Option<&Value>) -> bool {
-        let last = self.lock().get(key).copied();
-        last == Some(hash(body)) && live.is_some_and(|live| contains(live, body))
+    /// True when `body` is what was last applied for `key`.
+    pub fn is_last(&self, key: &ChildKey, body: &Value) -> bool {
+        self.lock().get(key).copied() == Some(hash(body))
     }
 
     /// Records that `body` was applied for `key`.
@@ -75,7 +76,9 @@ pub fn contains(live: &Value, desired: &Value) -> bool {
 mod tests {
     use serde_json::json;
 
+    use super::super::child::ChildKind;
     use super::*;
+    use crate::consts::ANNOTATION_GUEST_DIGEST;
 
     fn key() -> ChildKey {
         (ChildKind::Service, "ns".into(), "web".into())
@@ -106,28 +109,32 @@ mod tests {
     }
 
     #[test]
-    fn up_to_date_needs_the_same_body_applied_and_a_live_copy_holding_it() {
+    fn the_last_body_is_remembered_per_child_until_forgotten() {
         let last = LastApplied::default();
         let body = json!({"spec": {"replicas": 3}});
-        let live = json!({"spec": {"replicas": 3}, "status": {}});
-        assert!(
-            !last.is_up_to_date(&key(), &body, Some(&live)),
-            "never applied"
-        );
+        assert!(!last.is_last(&key(), &body), "never applied");
         last.applied(key(), &body);
-        assert!(last.is_up_to_date(&key(), &body, Some(&live)));
-        assert!(!last.is_up_to_date(&key(), &body, None), "no live copy");
-        let edited = json!({"spec": {"replicas": 1}});
-        assert!(
-            !last.is_up_to_date(&key(), &body, Some(&edited)),
-            "hand edit"
-        );
-        let smaller = json!({"spec": {}});
-        assert!(
-            !last.is_up_to_date(&key(), &smaller, Some(&live)),
-            "a field to remove"
-        );
+        assert!(last.is_last(&key(), &body));
+        assert!(!last.is_last(&key(), &json!({"spec": {}})), "another body");
+        let other = (ChildKind::Deployment, "ns".into(), "web".into());
+        assert!(!last.is_last(&other, &body), "another child");
         last.forget(&key());
-        assert!(!last.is_up_to_date(&key(), &body, Some(&live)));
+        assert!(!last.is_last(&key(), &body));
+    }
+
+    #[test]
+    fn the_guest_digest_is_not_compared() {
+        let stamped = |digest: &str| json!({"metadata": {"name": "web", "annotations": {ANNOTATION_GUEST_DIGEST: digest}}});
+        let (a, b) = (stamped("sha256:a"), stamped("sha256:b"));
+        assert_eq!(without_provenance(&a), without_provenance(&b));
+        assert_eq!(without_provenance(&a), json!({"metadata": {"name": "web"}}));
+        // The live object of another guest holds everything else the new guest renders.
+        assert!(contains(&a, &without_provenance(&b)));
+        let kept =
+            json!({"metadata": {"annotations": {"team": "x", ANNOTATION_GUEST_DIGEST: "d"}}});
+        assert_eq!(
+            without_provenance(&kept),
+            json!({"metadata": {"annotations": {"team": "x"}}})
+        );
     }
 }

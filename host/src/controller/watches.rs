@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, TryStreamExt};
+use futures::{Stream, TryStreamExt, future};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
@@ -15,8 +15,12 @@ use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::info;
 
+use super::cache::{Cache, OwnerIndex};
+use super::child::ChildKind;
+use super::echo::OwnWrites;
 use crate::consts::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::crd::AppService;
+use crate::metrics::Metrics;
 use crate::server::Readiness;
 
 /// Records which watches have listed their objects once; when all have, marks the operator's
@@ -101,6 +105,8 @@ pub fn apps(
     let config = watcher::Config::default().any_semantic();
     let stream = watcher(api::<AppService>(client, namespace), config)
         .default_backoff()
+        // NB: the controller never reads managedFields; they are most of a small object's size.
+        .modify(|app| app.managed_fields_mut().clear())
         .reflect(writer)
         .inspect_ok(SyncTracker::on_listed(tracker, "appservices"))
         .applied_objects()
@@ -114,15 +120,19 @@ pub fn apps(
     (store, stream)
 }
 
-/// A cache of the operator-managed children of kind `K` and the stream that keeps it, which
-/// also triggers a reconcile of the owner on every change (deletions included).
+/// A cache of the operator-managed children of kind `kind` (`K`), indexed by owner, and the
+/// stream that keeps it, which also triggers a reconcile of the owner on every change
+/// (deletions included) except the echoes of the operator's own applies (`own_writes`), which
+/// are counted in `metrics` instead.
 pub fn children<K>(
     client: &Client,
     namespace: Option<&str>,
     tracker: Arc<SyncTracker>,
-    name: &'static str,
+    kind: ChildKind,
+    own_writes: Arc<OwnWrites>,
+    metrics: Metrics,
 ) -> (
-    Store<K>,
+    Cache<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
@@ -130,17 +140,28 @@ where
     K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
+    let owners = OwnerIndex::default();
     let config = watcher::Config::default()
         .labels(&managed_selector())
         .any_semantic();
+    let index = owners.clone();
     let stream = watcher(api::<K>(client, namespace), config)
         .default_backoff()
         // NB: managedFields are most of a cached object's size and the controller never reads them.
         .modify(|obj| obj.managed_fields_mut().clear())
         .reflect(writer)
-        .inspect_ok(SyncTracker::on_listed(tracker, name))
-        .touched_objects();
-    (store, stream)
+        .inspect_ok(move |event| index.apply_watcher_event(event))
+        .inspect_ok(SyncTracker::on_listed(tracker, kind.plural()))
+        .touched_objects()
+        .try_filter(move |obj| {
+            let key = (kind, obj.namespace().unwrap_or_default(), obj.name_any());
+            let echo = own_writes.is_echo(&key, obj.resource_version().as_deref());
+            if echo {
+                metrics.child_echo_skipped();
+            }
+            future::ready(!echo)
+        });
+    (Cache::new(store, owners), stream)
 }
 
 /// A cache of the metadata of every namespace (or of `only`), for the Pod Security level their

@@ -447,7 +447,7 @@ impl Source {
         let event = Event {
             type_,
             reason: reason.into(),
-            note: Some(note.chars().take(1000).collect()),
+            note: Some(crate::text::truncate(note, 1000)),
             action: "Swap".into(),
             secondary: None,
         };

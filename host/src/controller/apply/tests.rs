@@ -23,23 +23,29 @@ fn child<K: serde::de::DeserializeOwned>(kind: &str, name: &str, owner_uid: &str
     .unwrap()
 }
 
+/// A cache listed with `objects`, as the controller's watch would fill it.
+fn cache<K>(objects: Vec<K>) -> Cache<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let mut writer: Writer<K> = Writer::default();
+    let owners = super::super::cache::OwnerIndex::default();
+    let events = std::iter::once(Event::Init)
+        .chain(objects.into_iter().map(Event::InitApply))
+        .chain(std::iter::once(Event::InitDone));
+    for event in events {
+        writer.apply_watcher_event(&event);
+        owners.apply_watcher_event(&event);
+    }
+    Cache::new(writer.as_reader(), owners)
+}
+
 fn children(deployments: Vec<Deployment>, services: Vec<Service>) -> Children {
-    let mut dw: Writer<Deployment> = Writer::default();
-    let mut sw: Writer<Service> = Writer::default();
-    dw.apply_watcher_event(&Event::Init);
-    for d in deployments {
-        dw.apply_watcher_event(&Event::InitApply(d));
-    }
-    dw.apply_watcher_event(&Event::InitDone);
-    sw.apply_watcher_event(&Event::Init);
-    for s in services {
-        sw.apply_watcher_event(&Event::InitApply(s));
-    }
-    sw.apply_watcher_event(&Event::InitDone);
     Children {
-        deployments: dw.as_reader(),
-        services: sw.as_reader(),
+        deployments: cache(deployments),
+        services: cache(services),
         last_applied: Default::default(),
+        own_writes: Default::default(),
     }
 }
 

@@ -181,3 +181,23 @@ fn long_messages_are_truncated() {
     let status = desired(&AppService::test(), &failed, at(0));
     assert!(get(&status, DEGRADED).message.len() <= MAX_MESSAGE + '…'.len_utf8());
 }
+
+#[test]
+fn only_a_healthy_rollout_under_way_is_in_progress() {
+    let app = AppService::test();
+    let status = |d: &Deployment| desired(&app, &applied(Some(d)), at(0));
+    assert!(
+        in_progress(&status(&deployment(3, 1))),
+        "pods not all ready"
+    );
+    let mut pending = deployment(3, 3);
+    pending.metadata.generation = Some(3);
+    assert!(in_progress(&status(&pending)), "spec not yet seen");
+    assert!(!in_progress(&status(&deployment(3, 3))), "ready");
+    assert!(!in_progress(&status(&stuck_deployment())), "stuck");
+    let failed = Outcome::GuestFailed {
+        reason: "Trap",
+        message: "boom".into(),
+    };
+    assert!(!in_progress(&desired(&app, &failed, at(0))), "failed");
+}

@@ -1,11 +1,11 @@
 //! The swap phase: with every AppService Ready, a new guest is written into the guest ConfigMap;
-//! measured is the time until the operator put it in force, until every AppService's Deployment
-//! and Service carry the new guest's digest (re-applied through it) and its status names it, and
-//! how many reconciles failed meanwhile. Two swaps, one after the other:
+//! measured is the time until the operator put it in force, until every AppService's status
+//! names the new guest, until every child whose output changes carries the new guest's digest
+//! (re-applied through it), how many children were written, and how many reconciles failed
+//! meanwhile. Two swaps, one after the other:
 //!
-//! 1. *metadata only*: the default guest with a custom section appended (a new digest, the same
-//!    output), so only the digest annotations change and no Deployment rolls out: the operator's
-//!    own re-apply rate;
+//! 1. *same output*: the default guest with a custom section appended (a new digest, the same
+//!    output): no child should be written, only each AppService's status (the provenance);
 //! 2. *rollout*: the example `tiered` guest, which changes every pod template, so each
 //!    Deployment also rolls out (new ReplicaSet, new pod) while the operator re-applies.
 
@@ -17,7 +17,8 @@ use app_operator::consts::{ANNOTATION_GUEST_DIGEST, GUEST_CONFIGMAP, GUEST_KEY};
 use app_operator::guest;
 use app_operator_e2e::swap::with_custom_section;
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -33,8 +34,11 @@ pub struct Swap {
     /// From the ConfigMap write until the operator put the guest in force (after its dry run on
     /// every AppService).
     activated: Duration,
-    /// From the ConfigMap write until every Deployment and Service carries the new digest.
-    children: Duration,
+    /// From the ConfigMap write until every Deployment and Service carries the new digest; none
+    /// for a swap whose output is the same.
+    children: Option<Duration>,
+    /// Children whose resourceVersion changed between the write and the end.
+    written: usize,
     /// From the ConfigMap write until every AppService's status names the new digest.
     status: Duration,
     /// Children the operator sent to the API server as a server-side dry run of the guest.
@@ -61,9 +65,16 @@ impl Swap {
             "  server-side dry run    {:>8}   children (load average {} at the write, {} when active)",
             self.dry_run_applies, self.load.0, self.load.1
         );
+        if let Some(children) = self.children {
+            println!(
+                "  all {count} re-applied     {:>8.1} s  (every Deployment and Service carries the new digest)",
+                children.as_secs_f64()
+            );
+        }
         println!(
-            "  all {count} re-applied     {:>8.1} s  (every Deployment and Service carries the new digest)",
-            self.children.as_secs_f64()
+            "  children written       {:>8}   (resourceVersion changed, of {} children)",
+            self.written,
+            2 * count
         );
         println!(
             "  all statuses updated   {:>8.1} s",
@@ -88,13 +99,23 @@ pub async fn run(
     operator: &mut Operator,
 ) -> anyhow::Result<Vec<Swap>> {
     let same_output = with_custom_section(guest::default_guest(), "bench-scale");
-    let metadata = swap(client, args, ns, operator, "metadata only", &same_output).await?;
+    let metadata = swap(
+        client,
+        args,
+        ns,
+        operator,
+        "same output",
+        &same_output,
+        false,
+    )
+    .await?;
     let tiered = app_operator::testing::tiered_guest();
-    let rollout = swap(client, args, ns, operator, "rollout", tiered).await?;
+    let rollout = swap(client, args, ns, operator, "rollout", tiered, true).await?;
     Ok(vec![metadata, rollout])
 }
 
-/// Writes `wasm` into the guest ConfigMap of `ns` and waits for it to reach every AppService.
+/// Writes `wasm` into the guest ConfigMap of `ns` and waits for it to reach every AppService
+/// (and, when `rewrites`, every child).
 async fn swap(
     client: &Client,
     args: &Args,
@@ -102,6 +123,7 @@ async fn swap(
     operator: &mut Operator,
     what: &'static str,
     wasm: &[u8],
+    rewrites: bool,
 ) -> anyhow::Result<Swap> {
     let digest = guest::Runtime::new(guest::Config::default())?
         .load(wasm)?
@@ -117,6 +139,7 @@ async fn swap(
     let dry_run_before = dry_run_applies(&args.metrics_addr).await?;
     let load_before = load_average();
     let count = apps.state().len();
+    let versions_before = versions(&deployments, &services);
 
     let cm = ConfigMap {
         metadata: ObjectMeta {
@@ -138,7 +161,7 @@ async fn swap(
     let deadline = started + Duration::from_secs(args.timeout_secs);
     let (mut activated, mut children, mut status) = (None, None, None);
     let mut load_active = String::new();
-    while children.is_none() || status.is_none() || activated.is_none() {
+    while (rewrites && children.is_none()) || status.is_none() || activated.is_none() {
         operator.check_alive()?;
         if activated.is_none() && swaps(&args.metrics_addr).await? > swaps_before {
             activated = Some(started.elapsed());
@@ -150,7 +173,7 @@ async fn swap(
             .iter()
             .filter(|a| a.status.as_ref().and_then(|s| s.guest_digest.as_deref()) == Some(&digest))
             .count();
-        if children.is_none() && carried == count {
+        if rewrites && children.is_none() && carried == count {
             children = Some(started.elapsed());
         }
         if status.is_none() && reported == count {
@@ -164,11 +187,17 @@ async fn swap(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let after = counters(&args.metrics_addr).await?;
+    let versions_after = versions(&deployments, &services);
+    let written = versions_after
+        .iter()
+        .filter(|(child, version)| versions_before.get(*child) != Some(version))
+        .count();
     Ok(Swap {
         what,
         digest,
         activated: activated.expect("loop ends when set"),
-        children: children.expect("loop ends when set"),
+        children,
+        written,
         status: status.expect("loop ends when set"),
         dry_run_applies: dry_run_applies(&args.metrics_addr).await? - dry_run_before,
         load: (load_before, load_active),
@@ -176,6 +205,24 @@ async fn swap(
         reconciles: after.0 - before.0,
         peak_rss_kib: operator.peak_rss_kib()?,
     })
+}
+
+/// `(kind, name) -> resourceVersion` of every cached child.
+fn versions(
+    deployments: &Store<Deployment>,
+    services: &Store<Service>,
+) -> BTreeMap<(&'static str, String), String> {
+    let of = |kind: &'static str, meta: &ObjectMeta| {
+        let version = meta.resource_version.clone().unwrap_or_default();
+        ((kind, meta.name.clone().unwrap_or_default()), version)
+    };
+    let deployments = deployments.state();
+    let services = services.state();
+    deployments
+        .iter()
+        .map(|d| of("Deployment", &d.metadata))
+        .chain(services.iter().map(|s| of("Service", &s.metadata)))
+        .collect()
 }
 
 /// How many objects in `store` carry guest digest `digest`.

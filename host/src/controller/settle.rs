@@ -1,0 +1,143 @@
+//! Holding back the status of a rollout that has just started, so that "applied" and "ready"
+//! reach the AppService as one status write instead of two or three.
+//!
+//! After the controller creates or changes a Deployment, its pods usually become ready within
+//! seconds, and each step (the Deployment controller seeing the spec, pods created, pods ready)
+//! would otherwise be a status write of its own. For up to the settle window the controller
+//! writes no "rollout in progress" status; a ready Deployment, a failure or a stuck rollout is
+//! written at once, and when the window ends the status is written whatever it is.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kube::runtime::reflector::ObjectRef;
+
+use crate::crd::AppService;
+
+/// Entries kept before the ones whose window has ended are swept (AppServices deleted while
+/// settling leave theirs behind).
+const SWEEP_AT: usize = 1024;
+
+/// When each AppService's rollout started, while its status is held back.
+#[derive(Debug)]
+pub struct Settling {
+    window: Duration,
+    started: Mutex<HashMap<ObjectRef<AppService>, Instant>>,
+}
+
+impl Settling {
+    /// Holds a rollout's status back for at most `window` (zero: never).
+    pub fn new(window: Duration) -> Self {
+        Self {
+            window,
+            started: Mutex::default(),
+        }
+    }
+
+    /// How long to hold back the status write of `app` at `now`, if at all. `changed`: this
+    /// reconcile created or changed children; `in_progress`: the status to write reports a
+    /// rollout under way and nothing wrong ([`super::status::in_progress`]).
+    pub fn hold(
+        &self,
+        app: &ObjectRef<AppService>,
+        changed: bool,
+        in_progress: bool,
+        now: Instant,
+    ) -> Option<Duration> {
+        let mut started = self.lock();
+        if !in_progress || self.window.is_zero() {
+            started.remove(app);
+            return None;
+        }
+        if started.len() >= SWEEP_AT {
+            let window = self.window;
+            started.retain(|_, since| now.duration_since(*since) < window);
+        }
+        if changed {
+            started.entry(app.clone()).or_insert(now);
+        }
+        let since = *started.get(app)?;
+        let left = self.window.checked_sub(now.duration_since(since));
+        if left.is_none_or(|left| left.is_zero()) {
+            started.remove(app);
+            return None;
+        }
+        left
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectRef<AppService>, Instant>> {
+        self.started
+            .lock()
+            .expect("settling lock is never poisoned")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app() -> ObjectRef<AppService> {
+        ObjectRef::new("web").within("ns")
+    }
+
+    const WINDOW: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn a_started_rollout_is_held_until_ready_or_the_window_ends() {
+        let s = Settling::new(WINDOW);
+        let t0 = Instant::now();
+        assert_eq!(s.hold(&app(), true, true, t0), Some(WINDOW));
+        let t2 = t0 + Duration::from_secs(2);
+        assert_eq!(
+            s.hold(&app(), false, true, t2),
+            Some(Duration::from_secs(3)),
+            "a status update of the Deployment is still held"
+        );
+        assert_eq!(
+            s.hold(&app(), false, true, t0 + WINDOW),
+            None,
+            "window over"
+        );
+        assert_eq!(
+            s.hold(&app(), false, true, t0 + WINDOW),
+            None,
+            "not held again without a new change"
+        );
+    }
+
+    #[test]
+    fn ready_or_failed_is_written_at_once() {
+        let s = Settling::new(WINDOW);
+        let t0 = Instant::now();
+        assert!(s.hold(&app(), true, true, t0).is_some());
+        assert_eq!(s.hold(&app(), false, false, t0), None, "ready");
+        assert_eq!(
+            s.hold(&app(), false, true, t0),
+            None,
+            "forgotten once written"
+        );
+        assert_eq!(s.hold(&app(), true, false, t0), None, "ready at once");
+    }
+
+    #[test]
+    fn nothing_is_held_without_a_change_or_a_window() {
+        let t0 = Instant::now();
+        assert_eq!(Settling::new(WINDOW).hold(&app(), false, true, t0), None);
+        assert_eq!(
+            Settling::new(Duration::ZERO).hold(&app(), true, true, t0),
+            None
+        );
+    }
+
+    #[test]
+    fn windows_left_behind_are_swept() {
+        let s = Settling::new(WINDOW);
+        let t0 = Instant::now();
+        for i in 0..SWEEP_AT {
+            s.hold(&ObjectRef::new(&format!("a{i}")), true, true, t0);
+        }
+        s.hold(&app(), true, true, t0 + WINDOW);
+        assert_eq!(s.lock().len(), 1);
+    }
+}
