@@ -16,7 +16,7 @@ log() { echo "[bench-scale.sh] $*" >&2; }
 
 main() {
   hack/setup.sh
-  # shellcheck source=controlplane/env.sh
+  # shellcheck source=hack/controlplane/env.sh
   source hack/controlplane/env.sh
   if cp_cluster_running; then
     log "using the running control plane ($KUBECONFIG)"
