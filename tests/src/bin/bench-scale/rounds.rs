@@ -72,7 +72,7 @@ pub async fn run(
         print_table(&go[go.len() - 1..], &ours[ours.len() - 1..], false);
     }
     println!(
-        "summary: median over {} rounds of {} AppServices ({} in flight); ratio = app-operator / go-seed",
+        "summary: median over {} round(s) of {} AppServices ({} in flight); ratio = app-operator / go-seed",
         args.rounds, args.count, args.concurrency
     );
     print_table(&go, &ours, true);
