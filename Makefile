@@ -21,7 +21,7 @@ test: ## Run the whole test suite (starts the local control plane if none is run
 bench: ## Guest call cost benchmark (prints figures).
 	hack/bench.sh
 
-bench-scale: ## Scale benchmark against the local control plane (prints figures).
+bench-scale: ## Scale benchmark on the local control plane, side by side with the Go seed operator.
 	hack/bench-scale.sh
 
 cluster-build: ## Build etcd, kube-*, kubectl and kwok from Go modules (cached under ~/.cache).

@@ -76,6 +76,28 @@ cp_imagetools_dir() {
   echo "$CP_CACHE/bin/imagetools-crane-${crane}_registry-${registry}_$(cp_module_hash imagetools)"
 }
 
+# The Go seed operator (build-go-seed.sh): the seed's kubebuilder operator, a benchmark peer of
+# app-operator for `make bench-scale`, a Go module of its own in the repository.
+CP_GO_SEED_SRC="${CP_DIR%/hack/controlplane}/bench/peers/go-seed"
+
+# Prints the Go seed operator's cache directory: its controller-runtime version plus a hash of
+# the module's files (go.mod, go.sum and every *.go, with their paths), the Go version and the
+# recipe version.
+cp_go_seed_dir() {
+  local cr sum
+  cr="$(cp_mod_version ../../bench/peers/go-seed sigs.k8s.io/controller-runtime)"
+  sum="$(
+    {
+      echo "recipe=$CP_RECIPE"
+      GOTOOLCHAIN=local go env GOVERSION GOOS GOARCH
+      cd "$CP_GO_SEED_SRC" &&
+        find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print0 |
+        LC_ALL=C sort -z | xargs -0 sha256sum
+    } | sha256sum | cut -c1-12
+  )"
+  echo "$CP_CACHE/bin/go-seed-controller-runtime-${cr}_${sum}"
+}
+
 # The temporary directory of the build cp_cached_build runs (global: the EXIT trap reads it).
 CP_BUILD_TMP=""
 

@@ -7,9 +7,8 @@ use anyhow::Context;
 use app_operator::crd::AppService;
 use app_operator::guest::{self, DesiredObject};
 use app_operator::stamp::stamp;
-use app_operator_e2e::{TestNamespace, wait};
+use app_operator_e2e::TestNamespace;
 use futures::{StreamExt, TryStreamExt, stream};
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Api, Client};
@@ -46,16 +45,7 @@ pub async fn run(
         .try_collect::<Vec<()>>()
         .await?;
     let elapsed = started.elapsed();
-
-    let name = ns.name().to_owned();
-    drop(ns);
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    wait::until(
-        &format!("namespace {name} deleted"),
-        Duration::from_secs(900),
-        || async { Ok(namespaces.get_opt(&name).await?.is_none().then_some(())) },
-    )
-    .await?;
+    crate::delete_namespace(client, ns).await?;
     Ok(Baseline { writes, elapsed })
 }
 

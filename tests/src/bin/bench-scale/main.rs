@@ -1,29 +1,32 @@
 //! `bench-scale` (`make bench-scale`): N AppServices created at once on the local control plane,
-//! reconciled by the operator binary running as a separate process. Prints the time until every
-//! AppService has its children applied and until every one is Ready, reconcile p50/p99, the API
-//! requests the operator made, its peak RSS, and the API server's own write rate for the same
-//! objects with no operator, for the ratio. Then it swaps the guest through the guest ConfigMap
-//! and prints the time until every AppService's children carry the new guest, and the reconciles
+//! reconciled by the operator binary running as a separate process. First rounds side by side
+//! with the Go seed operator (`rounds`): in each, both create the children of the same
+//! AppServices, alone on the cluster one after the other, with times, CPU, peak RSS and API
+//! requests for both and the ratios. Then, on app-operator only: the time until every AppService
+//! has its children applied and until every one is Ready, reconcile p50/p99, the API requests
+//! the operator made, its peak RSS, and the API server's own write rate for the same objects
+//! with no operator, for the ratio; then it swaps the guest through the guest ConfigMap and
+//! prints the time until every AppService's children carry the new guest, and the reconciles
 //! that failed meanwhile.
 
 mod baseline;
+mod contender;
 mod prom;
+mod rounds;
 mod swap;
 
 use std::collections::HashSet;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use app_operator::consts::GUEST_CONFIGMAP;
 use app_operator::crd::AppService;
 use app_operator_e2e::operator::install_crd;
-use app_operator_e2e::{TestNamespace, client};
+use app_operator_e2e::{TestNamespace, client, wait};
 use clap::Parser;
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::api::PostParams;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -31,6 +34,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::contender::{Contender, Operator};
 
 /// Scale benchmark of app-operator against the local control plane.
 #[derive(Debug, Parser)]
@@ -47,12 +52,28 @@ struct Args {
     /// The app-operator binary.
     #[arg(long, env = "OPERATOR_BIN")]
     operator: PathBuf,
+    /// The Go seed operator's binary (`hack/controlplane/build-go-seed.sh` prints its path);
+    /// needed unless `--rounds 0`.
+    #[arg(long, env = "GO_SEED_BIN")]
+    go_seed: Option<PathBuf>,
+    /// Rounds side by side with the Go seed operator (0: none).
+    #[arg(long, env = "ROUNDS", default_value_t = 3)]
+    rounds: usize,
+    /// Only the rounds: skip the Ready wait, the baseline and the guest swaps after them.
+    #[arg(long)]
+    rounds_only: bool,
     /// Address for the operator's metrics endpoint.
     #[arg(long, default_value = "127.0.0.1:18080")]
     metrics_addr: String,
     /// Address for the operator's probes.
     #[arg(long, default_value = "127.0.0.1:18081")]
     probe_addr: String,
+    /// Address for the Go seed operator's metrics endpoint.
+    #[arg(long, default_value = "127.0.0.1:18090")]
+    peer_metrics_addr: String,
+    /// Address for the Go seed operator's probes.
+    #[arg(long, default_value = "127.0.0.1:18091")]
+    peer_probe_addr: String,
     /// Skip the no-operator baseline.
     #[arg(long)]
     skip_baseline: bool,
@@ -90,6 +111,16 @@ async fn main() -> anyhow::Result<()> {
         args.concurrency,
         load_average()
     );
+    if args.rounds > 0 {
+        let go_seed = args.go_seed.as_deref().context(
+            "no Go seed operator: pass --go-seed or GO_SEED_BIN \
+             (hack/controlplane/build-go-seed.sh builds it), or --rounds 0",
+        )?;
+        rounds::run(&client, &args, &apps, go_seed).await?;
+    }
+    if args.rounds_only {
+        return Ok(());
+    }
 
     let baseline = if args.skip_baseline {
         None
@@ -105,7 +136,8 @@ async fn main() -> anyhow::Result<()> {
     };
 
     let ns = TestNamespace::create(&client, "bench-scale").await?;
-    let mut operator = Operator::spawn(&args, ns.name())?;
+    let contender = Contender::app_operator(&args, ns.name());
+    let mut operator = Operator::spawn(&contender, Path::new("bench-scale-operator.log"))?;
     let result = measure(&client, &args, ns.name(), apps, &mut operator).await;
     let swap = match (&result, args.skip_swap) {
         (Ok(_), false) => Some(swap::run(&client, &args, ns.name(), &mut operator).await),
@@ -134,9 +166,15 @@ async fn main() -> anyhow::Result<()> {
         "  reconciles             {:>8}   ({} failed)",
         run.reconciles, run.failures
     );
+    let by_method = prom::METHODS
+        .iter()
+        .zip(run.requests_by_method)
+        .map(|(m, n)| format!("{m} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     println!(
-        "  API requests           {:>8}   ({})",
-        run.requests, run.requests_by_method
+        "  API requests           {:>8}   ({by_method})",
+        run.requests_by_method.iter().sum::<u64>()
     );
     println!(
         "  peak RSS               {:>8.1} MiB",
@@ -174,8 +212,7 @@ struct Run {
     p99: f64,
     reconciles: u64,
     failures: u64,
-    requests: u64,
-    requests_by_method: String,
+    requests_by_method: [u64; 5],
     peak_rss_kib: u64,
 }
 
@@ -187,23 +224,10 @@ async fn measure(
     operator: &mut Operator,
 ) -> anyhow::Result<Run> {
     operator.wait_ready(Duration::from_secs(60)).await?;
-    let Stores {
-        apps: app_store,
-        deployments,
-        services,
-    } = Stores::watch(client, ns).await?;
+    let stores = Stores::watch(client, ns).await?;
     let count = apps.len();
-    let api: Api<AppService> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
-    stream::iter(apps)
-        .map(|app| {
-            let api = api.clone();
-            async move { api.create(&PostParams::default(), &app).await.map(|_| ()) }
-        })
-        .buffer_unordered(args.concurrency)
-        .try_collect::<Vec<()>>()
-        .await
-        .context("failed to create the AppServices")?;
+    create_apps(client, ns, apps, args.concurrency).await?;
     println!(
         "  created {count} AppServices in {:.1} s",
         started.elapsed().as_secs_f64()
@@ -213,13 +237,8 @@ async fn measure(
     let deadline = started + Duration::from_secs(args.timeout_secs);
     while ready.is_none() {
         operator.check_alive()?;
-        let (d, s) = (names(&deployments), names(&services));
-        let apps_now = app_store.state();
-        let with_children = apps_now
-            .iter()
-            .filter(|a| d.contains(&a.name_any()) && s.contains(&a.name_any()))
-            .count();
-        let ready_now = apps_now.iter().filter(|a| is_ready(a)).count();
+        let with_children = stores.with_children();
+        let ready_now = stores.apps.state().iter().filter(|a| is_ready(a)).count();
         if applied.is_none() && with_children == count {
             applied = Some(started.elapsed());
         }
@@ -233,20 +252,6 @@ async fn measure(
     }
     let metrics = http_get(&args.metrics_addr, "/metrics").await?;
     let histogram = "app_operator_reconcile_duration_seconds";
-    let methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-        .iter()
-        .map(|m| {
-            format!(
-                "{m} {}",
-                prom::sum(
-                    &metrics,
-                    "app_operator_kube_requests_total",
-                    &format!("\"{m}\"")
-                )
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
     Ok(Run {
         applied: applied.expect("set before ready"),
         ready: ready.expect("loop ends when set"),
@@ -254,10 +259,45 @@ async fn measure(
         p99: prom::quantile(&metrics, histogram, 0.99).unwrap_or_default(),
         reconciles: prom::sum(&metrics, "app_operator_reconciles_total", "") as u64,
         failures: prom::sum(&metrics, "app_operator_reconcile_errors_total", "") as u64,
-        requests: prom::sum(&metrics, "app_operator_kube_requests_total", "") as u64,
-        requests_by_method: methods,
+        requests_by_method: prom::by_method(&metrics, "app_operator_kube_requests_total"),
         peak_rss_kib: operator.peak_rss_kib()?,
     })
+}
+
+/// Creates `apps` in `ns`, `concurrency` requests in flight.
+async fn create_apps(
+    client: &Client,
+    ns: &str,
+    apps: Vec<AppService>,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    let api: Api<AppService> = Api::namespaced(client.clone(), ns);
+    stream::iter(apps)
+        .map(|app| {
+            let api = api.clone();
+            async move { api.create(&PostParams::default(), &app).await.map(|_| ()) }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<()>>()
+        .await
+        .context("failed to create the AppServices")?;
+    Ok(())
+}
+
+/// Deletes `ns` and waits until it is gone (its objects deleted, their nodePorts freed); returns
+/// how long that took.
+async fn delete_namespace(client: &Client, ns: TestNamespace) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    let name = ns.name().to_owned();
+    drop(ns);
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    wait::until(
+        &format!("namespace {name} deleted"),
+        Duration::from_secs(900),
+        || async { Ok(namespaces.get_opt(&name).await?.is_none().then_some(())) },
+    )
+    .await?;
+    Ok(started.elapsed())
 }
 
 fn names<K: Resource<DynamicType = ()> + Clone + 'static>(store: &Store<K>) -> HashSet<String> {
@@ -295,6 +335,16 @@ impl Stores {
         stores.services.wait_until_ready().await?;
         Ok(stores)
     }
+
+    /// How many AppServices have both their Deployment and their Service.
+    fn with_children(&self) -> usize {
+        let (d, s) = (names(&self.deployments), names(&self.services));
+        self.apps
+            .state()
+            .iter()
+            .filter(|a| d.contains(&a.name_any()) && s.contains(&a.name_any()))
+            .count()
+    }
 }
 
 /// A store of the `K`s in `ns`, kept up to date by a background task.
@@ -313,95 +363,6 @@ where
     .applied_objects();
     tokio::spawn(stream.for_each(|_| async {}));
     store
-}
-
-/// The operator binary, running as a child process, reading its guest from ConfigMap
-/// [`GUEST_CONFIGMAP`] in the bench namespace.
-struct Operator {
-    child: Child,
-    probe_addr: String,
-}
-
-impl Operator {
-    fn spawn(args: &Args, ns: &str) -> anyhow::Result<Self> {
-        let log = std::fs::File::create("bench-scale-operator.log")?;
-        let child = Command::new(&args.operator)
-            .args(["run", "--namespace", ns, "--log-format", "json"])
-            .args(["--guest-configmap", GUEST_CONFIGMAP])
-            .args(["--guest-configmap-namespace", ns])
-            .args([
-                "--metrics-addr",
-                &args.metrics_addr,
-                "--probe-addr",
-                &args.probe_addr,
-            ])
-            .env("KUBECONFIG", app_operator_e2e::cluster::kubeconfig_path())
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .with_context(|| format!("failed to start {}", args.operator.display()))?;
-        Ok(Self {
-            child,
-            probe_addr: args.probe_addr.clone(),
-        })
-    }
-
-    async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            self.check_alive()?;
-            if let Ok(body) = http_get(&self.probe_addr, "/readyz").await
-                && body == "ready"
-            {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!("the operator is not ready after {timeout:?} (see bench-scale-operator.log)");
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    fn check_alive(&mut self) -> anyhow::Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            bail!("the operator exited with {status} (see bench-scale-operator.log)");
-        }
-        Ok(())
-    }
-
-    /// Peak resident set size (VmHWM) in KiB.
-    fn peak_rss_kib(&self) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        let line = status
-            .lines()
-            .find(|l| l.starts_with("VmHWM:"))
-            .context("no VmHWM")?;
-        Ok(line
-            .split_whitespace()
-            .nth(1)
-            .context("no VmHWM value")?
-            .parse()?)
-    }
-
-    /// Sends SIGTERM and returns how long the operator took to exit.
-    fn terminate(&mut self) -> anyhow::Result<Duration> {
-        let started = Instant::now();
-        Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()?;
-        while self.child.try_wait()?.is_none() {
-            if started.elapsed() > Duration::from_secs(30) {
-                self.child.kill()?;
-                bail!("the operator did not exit within 30 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(started.elapsed())
-    }
 }
 
 /// The body of `GET http://<addr><path>` (HTTP/1.1, no keep-alive).

@@ -7,6 +7,14 @@ pub fn sum(text: &str, name: &str, filter: &str) -> f64 {
         .fold(0.0, |total, (_, v)| total + v)
 }
 
+/// The HTTP methods [`by_method`] counts, in its order.
+pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// Counter `name` summed per label `method="..."`, in the order of [`METHODS`].
+pub fn by_method(text: &str, name: &str) -> [u64; 5] {
+    METHODS.map(|m| sum(text, name, &format!("method=\"{m}\"")) as u64)
+}
+
 /// `q`-quantile of histogram `name`, interpolated linearly inside the bucket like PromQL's
 /// `histogram_quantile`. `None` without observations.
 pub fn quantile(text: &str, name: &str, q: f64) -> Option<f64> {
@@ -91,5 +99,6 @@ plain 4
         assert_eq!(sum(TEXT, "req_total", ""), 10.0);
         assert_eq!(sum(TEXT, "req_total", "PATCH"), 3.0);
         assert_eq!(sum(TEXT, "plain", ""), 4.0);
+        assert_eq!(by_method(TEXT, "req_total"), [7, 0, 0, 3, 0]);
     }
 }

@@ -1,0 +1,272 @@
+//! Rounds side by side: in each, the Go seed operator and app-operator create the children of the
+//! same COUNT AppServices, each alone on the cluster in a fresh namespace of its own; the one that
+//! goes first alternates (round 1 the Go seed, round 2 app-operator, ...). A table per round, then
+//! the median of each figure over the rounds and the ratio app-operator / Go seed.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use app_operator::crd::AppService;
+use app_operator_e2e::TestNamespace;
+use kube::Client;
+
+use crate::contender::{Contender, Operator};
+use crate::prom::{self, METHODS};
+use crate::{Args, Stores, create_apps, delete_namespace, http_get, load_average};
+
+/// The two contenders, in the order of round 1.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Which {
+    GoSeed,
+    Ours,
+}
+
+/// What one contender's run measured, each figure read when the last of the times is reached.
+struct Figures {
+    /// Until every AppService has its Deployment and Service.
+    children: Duration,
+    /// Until every AppService has a status with observedGeneration = generation; `None` for an
+    /// operator that writes no status.
+    statuses: Option<Duration>,
+    /// CPU seconds (user + system) the operator used, from its start.
+    cpu_secs: f64,
+    /// Peak RSS (VmHWM), KiB.
+    peak_rss_kib: u64,
+    /// API requests by method, in the order of [`METHODS`].
+    requests: [u64; 5],
+}
+
+/// Runs `args.rounds` rounds with the Go seed binary `go_seed` and prints a table per round and
+/// the summary.
+pub async fn run(
+    client: &Client,
+    args: &Args,
+    apps: &[AppService],
+    go_seed: &Path,
+) -> anyhow::Result<()> {
+    let load_start = load_average();
+    let (mut go, mut ours) = (Vec::new(), Vec::new());
+    for round in 1..=args.rounds {
+        let order = if round % 2 == 1 {
+            [Which::GoSeed, Which::Ours]
+        } else {
+            [Which::Ours, Which::GoSeed]
+        };
+        let load = load_average();
+        for which in order {
+            let figures = one(client, args, apps, go_seed, which, round).await?;
+            match which {
+                Which::GoSeed => go.push(figures),
+                Which::Ours => ours.push(figures),
+            }
+        }
+        let first = match order[0] {
+            Which::GoSeed => "go-seed",
+            Which::Ours => "app-operator",
+        };
+        println!(
+            "round {round} of {} ({first} first; load average {load} at the start):",
+            args.rounds
+        );
+        print_table(&go[go.len() - 1..], &ours[ours.len() - 1..], false);
+    }
+    println!(
+        "summary: median over {} round(s) of {} AppServices ({} in flight); ratio = app-operator / go-seed",
+        args.rounds, args.count, args.concurrency
+    );
+    print_table(&go, &ours, true);
+    println!(
+        "  load average: {load_start} at the start, {} at the end",
+        load_average()
+    );
+    Ok(())
+}
+
+/// One contender's run in a namespace of its own: start, ready, create, measure, SIGTERM, then
+/// the namespace deleted and gone.
+async fn one(
+    client: &Client,
+    args: &Args,
+    apps: &[AppService],
+    go_seed: &Path,
+    which: Which,
+    round: usize,
+) -> anyhow::Result<Figures> {
+    let ns = TestNamespace::create(client, "bench-rounds").await?;
+    let contender = match which {
+        Which::GoSeed => Contender::go_seed(go_seed, args, ns.name()),
+        Which::Ours => Contender::app_operator(args, ns.name()),
+    };
+    let log = format!("bench-scale-round{round}-{}.log", contender.name);
+    let mut operator = Operator::spawn(&contender, Path::new(&log))?;
+    let figures = measure(client, args, ns.name(), apps, &contender, &mut operator).await;
+    operator.terminate()?;
+    let deleted = delete_namespace(client, ns).await?;
+    eprintln!(
+        "  round {round}, {}: done; namespace gone {:.1} s after its deletion",
+        contender.name,
+        deleted.as_secs_f64()
+    );
+    figures
+}
+
+async fn measure(
+    client: &Client,
+    args: &Args,
+    ns: &str,
+    apps: &[AppService],
+    contender: &Contender,
+    operator: &mut Operator,
+) -> anyhow::Result<Figures> {
+    operator.wait_ready(Duration::from_secs(60)).await?;
+    let stores = Stores::watch(client, ns).await?;
+    let count = apps.len();
+    let started = Instant::now();
+    create_apps(client, ns, apps.to_vec(), args.concurrency).await?;
+    let deadline = started + Duration::from_secs(args.timeout_secs);
+    let (mut children, mut statuses) = (None, None);
+    loop {
+        operator.check_alive()?;
+        let with_children = stores.with_children();
+        let observed = stores
+            .apps
+            .state()
+            .iter()
+            .filter(|a| {
+                a.status
+                    .as_ref()
+                    .is_some_and(|s| s.observed_generation == a.metadata.generation)
+            })
+            .count();
+        if children.is_none() && with_children == count {
+            children = Some(started.elapsed());
+        }
+        if statuses.is_none() && observed == count {
+            statuses = Some(started.elapsed());
+        }
+        if children.is_some() && (statuses.is_some() || !contender.writes_status) {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{}: timed out: {with_children}/{count} with children, {observed}/{count} statuses",
+                contender.name
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let cpu_secs = operator.cpu_seconds()?;
+    let peak_rss_kib = operator.peak_rss_kib()?;
+    let metrics = http_get(&contender.metrics_addr, "/metrics").await?;
+    Ok(Figures {
+        children: children.expect("loop ends when set"),
+        statuses: statuses.filter(|_| contender.writes_status),
+        cpu_secs,
+        peak_rss_kib,
+        requests: prom::by_method(&metrics, contender.requests_metric),
+    })
+}
+
+/// Prints the median of each figure over `go` and `ours` (one round: its figures), and with
+/// `ratio` the ratio app-operator / go-seed.
+fn print_table(go: &[Figures], ours: &[Figures], ratio: bool) {
+    println!(
+        "  {:<28}{:>12}{:>14}{}",
+        "",
+        "go-seed",
+        "app-operator",
+        if ratio { "       ratio" } else { "" }
+    );
+    let row = |label: &str, unit: Unit, of: &dyn Fn(&Figures) -> Option<f64>| {
+        let (g, o) = (median(go.iter().map(of)), median(ours.iter().map(of)));
+        let r = match (g, o) {
+            (Some(g), Some(o)) if ratio && g > 0.0 => format!("{:>12.2}", o / g),
+            _ if ratio => format!("{:>12}", "-"),
+            _ => String::new(),
+        };
+        println!("  {label:<28}{:>12}{:>14}{r}", unit.show(g), unit.show(o));
+    };
+    row("all children exist", Unit::Secs, &|f| {
+        Some(f.children.as_secs_f64())
+    });
+    row("all statuses observed", Unit::Secs, &|f| {
+        f.statuses.map(|d| d.as_secs_f64())
+    });
+    if ratio {
+        let g = median(go.iter().map(|f| Some(f.children.as_secs_f64())));
+        let o = median(ours.iter().map(|f| f.statuses.map(|d| d.as_secs_f64())));
+        if let (Some(g), Some(o)) = (g, o) {
+            println!(
+                "  {:<54}{:>12.2}",
+                "  app-operator statuses / go-seed children",
+                o / g
+            );
+        }
+    }
+    row("operator CPU", Unit::CpuSecs, &|f| Some(f.cpu_secs));
+    row("peak RSS", Unit::Mib, &|f| {
+        Some(f.peak_rss_kib as f64 / 1024.0)
+    });
+    row("API requests", Unit::Count, &|f| {
+        Some(f.requests.iter().sum::<u64>() as f64)
+    });
+    for (i, method) in METHODS.iter().enumerate() {
+        row(&format!("  {method}"), Unit::Count, &|f| {
+            Some(f.requests[i] as f64)
+        });
+    }
+}
+
+/// How a figure is shown.
+#[derive(Clone, Copy)]
+enum Unit {
+    Secs,
+    CpuSecs,
+    Mib,
+    Count,
+}
+
+impl Unit {
+    /// `value` with its unit, or `-` when there is none.
+    fn show(self, value: Option<f64>) -> String {
+        let Some(v) = value else {
+            return "-".to_owned();
+        };
+        match self {
+            Unit::Secs => format!("{v:.1} s"),
+            Unit::CpuSecs => format!("{v:.2} s"),
+            Unit::Mib => format!("{v:.1} MiB"),
+            Unit::Count => format!("{v:.0}"),
+        }
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count); `None` when there are
+/// none or any is `None`.
+fn median(values: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    let mut values = values.into_iter().collect::<Option<Vec<f64>>>()?;
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    Some(if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn medians_take_the_middle_or_the_mean_of_the_middle_two() {
+        assert_eq!(median([Some(3.0), Some(1.0), Some(2.0)]), Some(2.0));
+        assert_eq!(median([Some(4.0), Some(1.0)]), Some(2.5));
+        assert_eq!(median([Some(4.0), None]), None);
+        assert_eq!(median([]), None);
+    }
+}
