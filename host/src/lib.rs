@@ -7,6 +7,7 @@ pub mod crd;
 #[cfg(test)]
 mod fixtures;
 pub mod guest;
+pub mod heap;
 pub mod leader;
 pub mod memory;
 pub mod metrics;

@@ -7,7 +7,7 @@ use anyhow::Context;
 use app_operator::consts::ANNOTATION_GUEST_DIGEST;
 use app_operator::crd::AppService;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{ListParams, PostParams};
@@ -136,15 +136,10 @@ pub async fn events(
     name: &str,
     reason: &str,
 ) -> anyhow::Result<Vec<Event>> {
-    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
-    let events = api.list(&ListParams::default()).await?;
+    let events = regarding(client, namespace, |r| r.name.as_deref() == Some(name)).await?;
     Ok(events
-        .items
         .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
+        .filter(|e| e.reason.as_deref() == Some(reason))
         .collect())
 }
 
@@ -154,16 +149,24 @@ pub async fn events_about(
     namespace: &str,
     name: &str,
 ) -> anyhow::Result<Vec<Event>> {
+    regarding(client, namespace, |r| {
+        r.kind.as_deref() == Some("AppService") && r.name.as_deref() == Some(name)
+    })
+    .await
+}
+
+/// The Events in `namespace` whose `regarding` object matches `about`.
+async fn regarding(
+    client: &Client,
+    namespace: &str,
+    about: impl Fn(&ObjectReference) -> bool,
+) -> anyhow::Result<Vec<Event>> {
     let api: Api<Event> = Api::namespaced(client.clone(), namespace);
     let events = api.list(&ListParams::default()).await?;
     Ok(events
         .items
         .into_iter()
-        .filter(|e| {
-            e.regarding.as_ref().is_some_and(|r| {
-                r.kind.as_deref() == Some("AppService") && r.name.as_deref() == Some(name)
-            })
-        })
+        .filter(|e| e.regarding.as_ref().is_some_and(&about))
         .collect())
 }
 

@@ -55,6 +55,20 @@ async fn versions(client: &Client, ns: &str) -> anyhow::Result<BTreeMap<String, 
     Ok(out)
 }
 
+/// Creates one-replica samples named `names` in `ns` and waits until each is Ready.
+async fn create_ready(client: &Client, ns: &str, names: &[&str]) -> anyhow::Result<()> {
+    let apps = Api::namespaced(client.clone(), ns);
+    for name in names {
+        let mut app = sample_named(name);
+        app.spec.replicas = Some(1);
+        create(client, ns, &app).await?;
+    }
+    for name in names {
+        wait_ready(&apps, name, "1/1").await?;
+    }
+    Ok(())
+}
+
 fn version<K: Resource>(object: &K) -> String {
     object.meta().resource_version.clone().unwrap_or_default()
 }
@@ -74,6 +88,7 @@ async fn a_new_appservice_costs_its_applies_and_its_news() -> anyhow::Result<()>
 
     let by_method = requests(&operator.metrics);
     let written = writes(&operator.metrics) - before;
+    eprintln!("a new AppService, converged and Ready: {written} writes ({by_method:?})");
     // Two applies (Deployment, Service) and at most two status writes: the rollout's first
     // status may be written before the pods are ready, if readiness takes longer than the settle
     // window.
@@ -103,15 +118,7 @@ async fn a_resync_of_an_unchanged_fleet_writes_nothing() -> anyhow::Result<()> {
     };
     let operator = Operator::start_configured(&client, guest::default_guest(), config).await?;
     let names = ["a", "b", "c"];
-    let apps = Api::namespaced(client.clone(), ns.name());
-    for name in names {
-        let mut app = sample_named(name);
-        app.spec.replicas = Some(1);
-        create(&client, ns.name(), &app).await?;
-    }
-    for name in names {
-        wait_ready(&apps, name, "1/1").await?;
-    }
+    create_ready(&client, ns.name(), &names).await?;
     // NB: let a held-back status or a late Deployment update land before counting.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let children = versions(&client, ns.name()).await?;
@@ -151,14 +158,8 @@ async fn a_swap_with_the_same_output_writes_no_child() -> anyhow::Result<()> {
     let operator = SwapOperator::start(&client, ns.name()).await?;
     let default = guest::digest(guest::default_guest());
     let names = ["a", "b"];
-    let apps = Api::namespaced(client.clone(), ns.name());
+    create_ready(&client, ns.name(), &names).await?;
     for name in names {
-        let mut app = sample_named(name);
-        app.spec.replicas = Some(1);
-        create(&client, ns.name(), &app).await?;
-    }
-    for name in names {
-        wait_ready(&apps, name, "1/1").await?;
         wait_digest(&client, ns.name(), name, &default).await?;
     }
     tokio::time::sleep(Duration::from_secs(6)).await;

@@ -95,7 +95,7 @@ pub struct Args {
     pub resync_secs: u64,
     /// Longest time, in milliseconds, the status of a rollout that has just started is held
     /// back waiting for readiness, so that both are one status write (0: write every step).
-    #[arg(long, env = "APP_OPERATOR_STATUS_SETTLE_MS", default_value_t = 5000)]
+    #[arg(long, env = "APP_OPERATOR_STATUS_SETTLE_MS", default_value_t = 2000)]
     pub status_settle_ms: u64,
     /// Log format.
     #[arg(long, env = "APP_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]

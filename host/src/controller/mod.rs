@@ -88,7 +88,7 @@ impl Default for Config {
             concurrency: 16,
             resync: Duration::from_secs(600),
             reporter: "app-operator".into(),
-            status_settle: Duration::from_secs(5),
+            status_settle: Duration::from_secs(2),
         }
     }
 }

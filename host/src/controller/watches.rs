@@ -51,13 +51,15 @@ impl SyncTracker {
     }
 
     /// An `inspect_ok` callback for watch `name`'s event stream: records the watch as listed at
-    /// its first `InitDone`.
+    /// its first `InitDone`, and after every list returns the memory it freed ([`crate::heap`]).
     fn on_listed<K>(
         tracker: Arc<Self>,
         name: &'static str,
     ) -> impl Fn(&watcher::Event<K>) + Send + Sync + 'static {
         move |event| {
             if matches!(event, watcher::Event::InitDone) {
+                // NB: a (re-)list decodes every object at once and frees most of the buffers.
+                crate::heap::trim();
                 tracker.listed(name);
             }
         }

@@ -42,7 +42,10 @@ pub(super) fn compile(
     let component = Component::new(engine, wasm).map_err(|e| Error::Load {
         digest: digest.into(),
         source: e.into(),
-    })?;
+    });
+    // NB: a compile frees most of what it allocated, on Cranelift's threads.
+    crate::heap::trim();
+    let component = component?;
     if let Some(path) = path
         && let Err(e) = store_artifact(&component, &path)
     {
