@@ -99,11 +99,10 @@ async fn a_new_appservice_costs_its_applies_and_its_news() -> anyhow::Result<()>
     );
     let events = events_about(&client, ns.name(), "web").await?;
     assert!(events.is_empty(), "routine Events: {events:?}");
+    // NB: of the two applies' echoes, one may reach the watch before the apply's response is
+    // read (controller/echo.rs); it then reconciles once more, writing nothing.
     let echoes = operator.metrics.child_echoes_skipped.get();
-    assert!(
-        echoes >= 2,
-        "the applies' echoes were not skipped ({echoes})"
-    );
+    assert!(echoes >= 1, "no apply's echo was skipped");
     operator.stop().await
 }
 

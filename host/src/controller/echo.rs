@@ -4,6 +4,11 @@
 //! resourceVersion the apply returned. Reconciling the owner for it would render and compare
 //! again for nothing, so the controller drops it. Any other version (a status update by the
 //! Deployment controller, someone's edit, a deletion) still triggers a reconcile.
+//!
+//! NB: the watch and the apply use different connections, so an echo can arrive before the
+//! apply's response is read; it is then not recognised and reconciles once more, which writes
+//! nothing (the child is up to date). Its recorded version stays until the child's next apply
+//! or deletion: one entry per child at most.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
