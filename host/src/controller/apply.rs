@@ -34,7 +34,7 @@ use super::uptodate::{self, LastApplied};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
-use crate::stamp::stamp;
+use crate::stamp::{self, stamp};
 
 /// Caches of the children the operator manages, kept by the controller's watches, and what
 /// this process wrote to them.
@@ -277,7 +277,7 @@ where
 {
     let (kind, ns, name) = &key;
     let cached = store.get(&ObjectRef::new(name).within(ns));
-    let compared = uptodate::without_provenance(body);
+    let compared = stamp::without_provenance(body);
     let is_last = children.last_applied.is_last(&key, &compared);
     // NB: the cached object is serialized only when the body is the last one applied.
     if is_last

@@ -57,13 +57,13 @@ pub fn derive(outcome: &Outcome<'_>, facts: &Facts) -> Vec<Event> {
         push(EventType::Warning, "GuestRolledBack", "Render", note);
     }
     match outcome {
-        Outcome::GuestFailed { message, .. } => {
+        Outcome::GuestFailed { message, .. } | Outcome::OutputRefused { message } => {
+            let reason = match outcome {
+                Outcome::OutputRefused { .. } => "OutputRefused",
+                _ => "GuestFailed",
+            };
             let note = format!("guest output not applied, children left untouched: {message}");
-            push(EventType::Warning, "GuestFailed", "Render", note);
-        }
-        Outcome::OutputRefused { message } => {
-            let note = format!("guest output not applied, children left untouched: {message}");
-            push(EventType::Warning, "OutputRefused", "Render", note);
+            push(EventType::Warning, reason, "Render", note);
         }
         Outcome::ApplyFailed { reason, message } => {
             push(EventType::Warning, reason, "Apply", message.clone());

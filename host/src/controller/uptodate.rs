@@ -10,7 +10,7 @@
 //! Anything else (a restart, a new spec or guest output, a hand edit, a value the API server
 //! normalizes) leads to a normal apply.
 //!
-//! Both checks ignore the guest digest annotation ([`without_provenance`]): a new guest that
+//! Both checks ignore the guest digest annotation ([`crate::stamp::without_provenance`]): a new guest that
 //! renders the same objects rewrites no child. The annotation then names the guest that last
 //! changed the child, and the AppService's `status.guestDigest` the guest in force.
 
@@ -22,7 +22,6 @@ use std::sync::Mutex;
 use serde_json::Value;
 
 use super::child::ChildKey;
-pub use crate::stamp::without_provenance;
 
 /// Hashes of the bodies this process last applied successfully, per child.
 #[derive(Debug, Default)]
@@ -79,6 +78,7 @@ mod tests {
     use super::super::child::ChildKind;
     use super::*;
     use crate::consts::ANNOTATION_GUEST_DIGEST;
+    use crate::stamp::without_provenance;
 
     fn key() -> ChildKey {
         (ChildKind::Service, "ns".into(), "web".into())
