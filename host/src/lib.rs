@@ -1,5 +1,6 @@
 //! app-operator: a Kubernetes operator whose reconcile policy runs as a sandboxed WebAssembly guest.
 
+pub mod backoff;
 pub mod cli;
 pub mod consts;
 pub mod controller;
@@ -12,6 +13,8 @@ pub mod leader;
 pub mod memory;
 pub mod metrics;
 pub mod namespaces;
+pub mod reachability;
+pub mod readiness;
 pub mod server;
 pub mod stamp;
 pub mod swap;

@@ -47,7 +47,7 @@ pub struct GuestLabel {
 }
 
 /// The operator's metrics. Cheap to clone: every metric is a shared handle.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Metrics {
     /// Reconciliations started.
     pub reconciles: Counter,
@@ -75,6 +75,13 @@ pub struct Metrics {
     pub output_refusals: Family<RuleLabel, Counter>,
     /// Child watch events dropped as echoes of the operator's own applies (no reconcile).
     pub child_echoes_skipped: Counter,
+    /// 1 while the API server answers the operator's requests, 0 while it does not.
+    pub api_reachable: Gauge,
+    /// Requests that got no answer (or a 502/503/504), by kind: `transport`, `timeout`,
+    /// `unavailable`.
+    pub api_failures: Family<KindLabel, Counter>,
+    /// Errors of the watch streams, by watch (`appservices`, `deployments`, ...).
+    pub watch_errors: Family<KindLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -95,6 +102,9 @@ impl Default for Metrics {
             kube_requests: Family::default(),
             output_refusals: Family::default(),
             child_echoes_skipped: Counter::default(),
+            api_reachable: Gauge::default(),
+            api_failures: Family::default(),
+            watch_errors: Family::default(),
         }
     }
 }
@@ -167,6 +177,21 @@ impl Metrics {
             "output_refusals",
             "Guest outputs refused by the output policy, by rule",
             m.output_refusals.clone(),
+        );
+        registry.register(
+            "api_reachable",
+            "1 while the API server answers the operator's requests",
+            m.api_reachable.clone(),
+        );
+        registry.register(
+            "api_failures",
+            "Requests to the API server that got no answer, by kind",
+            m.api_failures.clone(),
+        );
+        registry.register(
+            "watch_errors",
+            "Errors of the watch streams, by watch",
+            m.watch_errors.clone(),
         );
         m
     }
@@ -261,6 +286,23 @@ impl Metrics {
     /// Counts a child watch event dropped as the echo of the operator's own apply.
     pub fn child_echo_skipped(&self) {
         self.child_echoes_skipped.inc();
+    }
+
+    /// Records whether the API server answers.
+    pub fn api_reachable(&self, reachable: bool) {
+        self.api_reachable.set(i64::from(reachable));
+    }
+
+    /// Counts a request to the API server that got no answer.
+    pub fn api_failure(&self, kind: &'static str) {
+        self.api_failures.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// Counts an error of watch `watch`'s stream.
+    pub fn watch_error(&self, watch: &'static str) {
+        self.watch_errors
+            .get_or_create(&KindLabel { kind: watch })
+            .inc();
     }
 }
 

@@ -10,7 +10,7 @@ use app_operator::controller;
 use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::metrics::Metrics;
-use app_operator::server::Readiness;
+use app_operator::readiness::Readiness;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, CustomResourceExt, ResourceExt};

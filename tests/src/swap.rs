@@ -9,7 +9,7 @@ use app_operator::cli::{Connection, push};
 use app_operator::consts::GUEST_CONFIGMAP;
 use app_operator::crd::AppService;
 use app_operator::metrics::Metrics;
-use app_operator::server::Readiness;
+use app_operator::readiness::Readiness;
 use app_operator::swap::pin::Pins;
 use app_operator::swap::trust::TrustedKeys;
 use app_operator::swap::{Guests, source};

@@ -9,6 +9,7 @@ use tower::util::MapRequestLayer;
 
 use crate::leader::Fence;
 use crate::metrics::Metrics;
+use crate::reachability::Reachability;
 use crate::{Error, Result};
 
 /// Which cluster to talk to, and as whom.
@@ -26,14 +27,16 @@ impl Connection {
     /// A client from `kubeconfig` (and `context`), or from the environment's usual sources, that
     /// counts its requests in `metrics` when given.
     pub async fn client(&self, metrics: Option<&Metrics>) -> Result<Client> {
-        self.fenced_client(metrics, None).await
+        self.operator_client(metrics, None, None).await
     }
 
-    /// [`Connection::client`] whose writes pass only while `fence`, when given, is open; refused
-    /// writes are not counted in `metrics`.
-    pub async fn fenced_client(
+    /// [`Connection::client`] that reports each request's outcome to `api` (which also times
+    /// out requests other than watches), and whose writes pass only while `fence`, when given,
+    /// is open; refused writes are neither counted in `metrics` nor reported to `api`.
+    pub async fn operator_client(
         &self,
         metrics: Option<&Metrics>,
+        api: Option<&Reachability>,
         fence: Option<&Fence>,
     ) -> Result<Client> {
         let (kubeconfig, context) = (self.kubeconfig.as_ref(), self.context.as_deref());
@@ -65,7 +68,9 @@ impl Connection {
         });
         let builder = ClientBuilder::try_from(config)
             .map_err(Error::Client)?
-            .with_layer(&count);
+            .with_layer(&count)
+            // NB: without `api`, the layer still bounds how long a request may hang.
+            .with_layer(&api.cloned().unwrap_or_default().layer());
         Ok(match fence {
             Some(fence) => builder.with_layer(&fence.layer()).build(),
             None => builder.build(),

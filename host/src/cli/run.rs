@@ -16,7 +16,9 @@ use crate::guest;
 use crate::leader;
 use crate::memory;
 use crate::metrics::{self, Metrics};
-use crate::server::{self, Readiness};
+use crate::reachability::{self, Reachability};
+use crate::readiness::Readiness;
+use crate::server;
 use crate::swap;
 use crate::swap::trust::TrustedKeys;
 use crate::telemetry::{self, LogFormat};
@@ -97,6 +99,10 @@ pub struct Args {
     /// back waiting for readiness, so that both are one status write (0: write every step).
     #[arg(long, env = "APP_OPERATOR_STATUS_SETTLE_MS", default_value_t = 2000)]
     pub status_settle_ms: u64,
+    /// Longest time a request to the API server other than a watch may take, in seconds; one
+    /// that takes longer fails and counts as the API server being unreachable.
+    #[arg(long, env = "APP_OPERATOR_API_TIMEOUT_SECS", default_value_t = reachability::DEFAULT_REQUEST_TIMEOUT.as_secs())]
+    pub api_timeout_secs: u64,
     /// Log format.
     #[arg(long, env = "APP_OPERATOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -277,13 +283,17 @@ pub async fn exec(args: Args) -> Result<()> {
     let mut registry = metrics::registry();
     let metrics = Metrics::register(&mut registry);
     let fence = args.leader.fence();
+    let api = Reachability::new(
+        Duration::from_secs(args.api_timeout_secs),
+        Some(metrics.clone()),
+    );
     let client = args
         .connection
-        .fenced_client(Some(&metrics), fence.as_ref())
+        .operator_client(Some(&metrics), Some(&api), fence.as_ref())
         .await?;
 
     let leader_gauge = leader::register(&mut registry);
-    let readiness = Arc::new(Readiness::default());
+    let readiness = Arc::new(Readiness::new(api));
     let shutdown = shutdown_signal().boxed().shared();
 
     let (metrics_listener, metrics_addr) = server::bind(args.metrics_addr).await?;

@@ -20,7 +20,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::ListParams;
@@ -40,7 +40,7 @@ use crate::error_chain;
 use crate::guest::admission;
 use crate::metrics::Metrics;
 use crate::namespaces;
-use crate::server::Readiness;
+use crate::readiness::Readiness;
 use crate::swap;
 use apply::Children;
 use settle::Settling;
@@ -145,6 +145,15 @@ impl Context {
         *count
     }
 
+    /// The AppServices whose last reconcile failed.
+    fn failing(&self) -> Vec<ObjectRef<AppService>> {
+        let failures = self
+            .failures
+            .lock()
+            .expect("failure map lock is never poisoned");
+        failures.keys().cloned().collect()
+    }
+
     /// Resets the failure count of `app` after a success.
     fn forget_failures(&self, app: &AppService) {
         let mut failures = self
@@ -159,6 +168,33 @@ impl Context {
 pub fn backoff(attempt: u32) -> Duration {
     let factor = 2u32.saturating_pow(attempt.saturating_sub(1).min(20));
     BACKOFF_BASE.saturating_mul(factor).min(BACKOFF_MAX)
+}
+
+/// The AppServices whose last reconcile failed, each time the API server is reachable again
+/// after it was not (`reachable` turns `true`), so that they are retried at once rather than
+/// when their backoff, grown during the outage, runs out.
+fn failed_on_return(
+    reachable: watch::Receiver<bool>,
+    ctx: Arc<Context>,
+) -> impl Stream<Item = ObjectRef<AppService>> + Send + 'static {
+    futures::stream::unfold(reachable, |mut reachable| async move {
+        loop {
+            reachable.changed().await.ok()?;
+            if *reachable.borrow_and_update() {
+                return Some(((), reachable));
+            }
+        }
+    })
+    .flat_map(move |()| {
+        let failing = ctx.failing();
+        if !failing.is_empty() {
+            info!(
+                count = failing.len(),
+                "API server back: retrying failed reconciles now"
+            );
+        }
+        futures::stream::iter(failing)
+    })
 }
 
 /// Logs and counts a failed reconcile and schedules a retry with exponential backoff.
@@ -195,11 +231,12 @@ pub async fn run(
         .await
         .map_err(crate::Error::listing_apps)?;
 
+    let reachable = readiness.api().subscribe();
     let tracker = SyncTracker::new(
         &["appservices", "deployments", "services", "namespaces"],
         readiness,
     );
-    let (app_store, app_stream) = watches::apps(&client, ns, tracker.clone());
+    let (app_store, app_stream) = watches::apps(&client, ns, tracker.clone(), metrics.clone());
     let own_writes = Arc::<echo::OwnWrites>::default();
     let (deployments, deployment_stream) = watches::children::<Deployment>(
         &client,
@@ -217,7 +254,8 @@ pub async fn run(
         own_writes.clone(),
         metrics.clone(),
     );
-    let (namespace_store, namespace_stream) = watches::namespaces(&client, ns, tracker.clone());
+    let (namespace_store, namespace_stream) =
+        watches::namespaces(&client, ns, tracker.clone(), metrics.clone());
     let children = Children {
         deployments,
         services,
@@ -259,8 +297,11 @@ pub async fn run(
     if let Some(swapped) = swapped {
         controller = controller.reconcile_all_on(swapped);
     }
+    controller = controller.reconcile_on(failed_on_return(reachable, ctx.clone()));
     controller
         .with_config(controller::Config::default().concurrency(concurrency))
+        // NB: the watches retry on their own and pass no errors on (`watches::retried`).
+        .trigger_backoff(crate::backoff::WatchBackoff::default())
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {

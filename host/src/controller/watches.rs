@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, TryStreamExt, future};
+use futures::{Stream, StreamExt, TryStreamExt, future};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
@@ -13,15 +13,17 @@ use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::cache::{Cache, OwnerIndex};
 use super::child::ChildKind;
 use super::echo::OwnWrites;
+use crate::backoff::WatchBackoff;
 use crate::consts::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::crd::AppService;
+use crate::error_chain;
 use crate::metrics::Metrics;
-use crate::server::Readiness;
+use crate::readiness::Readiness;
 
 /// Records which watches have listed their objects once; when all have, marks the operator's
 /// readiness and flips the `synced` flag reconciles wait on.
@@ -78,6 +80,30 @@ impl SyncTracker {
     }
 }
 
+/// Watch `name`'s `events`, each error logged and counted in `metrics` and followed by a pause
+/// before the watch's next try ([`WatchBackoff`]).
+fn retried<K>(
+    events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    name: &'static str,
+    metrics: Metrics,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send {
+    events
+        .inspect_err(move |error| {
+            metrics.watch_error(name);
+            warn!(watch = name, error = %error_chain(error), "watch failed; retrying");
+        })
+        .backoff(WatchBackoff::default())
+}
+
+/// Drops the errors [`retried`] has handled, at the end of a trigger stream.
+///
+/// NB: passed on, an error would make the controller pause every trigger stream at once with
+/// its own backoff (client-go's, up to 30 s), which is what made recovery from an API server
+/// outage take tens of seconds.
+fn without_errors<T>(item: &Result<T, watcher::Error>) -> future::Ready<bool> {
+    future::ready(item.is_ok())
+}
+
 /// The label selector of the children the operator manages (and watches).
 pub fn managed_selector() -> String {
     format!("{LABEL_MANAGED_BY}={MANAGED_BY}")
@@ -99,26 +125,31 @@ pub fn apps(
     client: &Client,
     namespace: Option<&str>,
     tracker: Arc<SyncTracker>,
+    metrics: Metrics,
 ) -> (
     Store<AppService>,
     impl Stream<Item = Result<AppService, watcher::Error>> + Send + 'static,
 ) {
     let (store, writer) = reflector::store();
     let config = watcher::Config::default().any_semantic();
-    let stream = watcher(api::<AppService>(client, namespace), config)
-        .default_backoff()
-        // NB: the controller never reads managedFields; they are most of a small object's size.
-        .modify(|app| app.managed_fields_mut().clear())
-        .reflect(writer)
-        .inspect_ok(SyncTracker::on_listed(tracker, "appservices"))
-        .applied_objects()
-        // NB: status writes do not bump the generation; without this filter every status write
-        // would trigger another reconcile. Labels do not bump it either, but they choose the
-        // guest (a canary's selector) and are part of what the guest renders.
-        .predicate_filter(
-            predicates::generation.combine(predicates::labels),
-            Default::default(),
-        );
+    let stream = retried(
+        watcher(api::<AppService>(client, namespace), config),
+        "appservices",
+        metrics,
+    )
+    // NB: the controller never reads managedFields; they are most of a small object's size.
+    .modify(|app| app.managed_fields_mut().clear())
+    .reflect(writer)
+    .inspect_ok(SyncTracker::on_listed(tracker, "appservices"))
+    .applied_objects()
+    // NB: status writes do not bump the generation; without this filter every status write
+    // would trigger another reconcile. Labels do not bump it either, but they choose the
+    // guest (a canary's selector) and are part of what the guest renders.
+    .predicate_filter(
+        predicates::generation.combine(predicates::labels),
+        Default::default(),
+    )
+    .filter(without_errors);
     (store, stream)
 }
 
@@ -147,22 +178,26 @@ where
         .labels(&managed_selector())
         .any_semantic();
     let index = owners.clone();
-    let stream = watcher(api::<K>(client, namespace), config)
-        .default_backoff()
-        // NB: managedFields are most of a cached object's size and the controller never reads them.
-        .modify(|obj| obj.managed_fields_mut().clear())
-        .reflect(writer)
-        .inspect_ok(move |event| index.apply_watcher_event(event))
-        .inspect_ok(SyncTracker::on_listed(tracker, kind.plural()))
-        .touched_objects()
-        .try_filter(move |obj| {
-            let key = (kind, obj.namespace().unwrap_or_default(), obj.name_any());
-            let echo = own_writes.is_echo(&key, obj.resource_version().as_deref());
-            if echo {
-                metrics.child_echo_skipped();
-            }
-            future::ready(!echo)
-        });
+    let stream = retried(
+        watcher(api::<K>(client, namespace), config),
+        kind.plural(),
+        metrics.clone(),
+    )
+    // NB: managedFields are most of a cached object's size and the controller never reads them.
+    .modify(|obj| obj.managed_fields_mut().clear())
+    .reflect(writer)
+    .inspect_ok(move |event| index.apply_watcher_event(event))
+    .inspect_ok(SyncTracker::on_listed(tracker, kind.plural()))
+    .touched_objects()
+    .try_filter(move |obj| {
+        let key = (kind, obj.namespace().unwrap_or_default(), obj.name_any());
+        let echo = own_writes.is_echo(&key, obj.resource_version().as_deref());
+        if echo {
+            metrics.child_echo_skipped();
+        }
+        future::ready(!echo)
+    })
+    .filter(without_errors);
     (Cache::new(store, owners), stream)
 }
 
@@ -173,6 +208,7 @@ pub fn namespaces(
     client: &Client,
     only: Option<&str>,
     tracker: Arc<SyncTracker>,
+    metrics: Metrics,
 ) -> (
     Store<PartialObjectMeta<Namespace>>,
     impl Stream<Item = Result<PartialObjectMeta<Namespace>, watcher::Error>> + Send + 'static,
@@ -183,15 +219,19 @@ pub fn namespaces(
         config = config.fields(&format!("metadata.name={name}"));
     }
     // NB: an `Api` of `PartialObjectMeta` makes metadata-only requests.
-    let stream = watcher(
-        Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
-        config,
+    let stream = retried(
+        watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(client.clone()),
+            config,
+        ),
+        "namespaces",
+        metrics,
     )
-    .default_backoff()
     .reflect(writer)
     .inspect_ok(SyncTracker::on_listed(tracker, "namespaces"))
     .applied_objects()
-    .predicate_filter(predicates::labels, Default::default());
+    .predicate_filter(predicates::labels, Default::default())
+    .filter(without_errors);
     (store, stream)
 }
 

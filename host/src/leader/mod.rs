@@ -27,7 +27,7 @@ use tracing::{info, warn};
 
 pub use self::fence::Fence;
 use crate::consts::{FIELD_MANAGER, LEADER_LEASE};
-use crate::server::Readiness;
+use crate::readiness::Readiness;
 
 /// Pause between attempts after a failed Lease read or write while standing by.
 const RETRY: Duration = Duration::from_secs(2);

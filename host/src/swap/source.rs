@@ -34,6 +34,7 @@ use super::contents::Contents;
 use super::pin::{Origin, Pins};
 use super::rejection::{self, Rejection};
 use super::{Canary, Guests, Role, Set, SetKey, record, selector, server_dry_run, trust, validate};
+use crate::backoff::WatchBackoff;
 use crate::consts::{
     ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY, ANNOTATION_GUEST_MESSAGE,
     ANNOTATION_GUEST_STATE,
@@ -244,8 +245,8 @@ impl Source {
     /// Watches the ConfigMap until `shutdown` completes.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) {
         let fields = format!("metadata.name={}", self.config.name);
-        let stream =
-            watcher(self.api(), watcher::Config::default().fields(&fields)).default_backoff();
+        let stream = watcher(self.api(), watcher::Config::default().fields(&fields))
+            .backoff(WatchBackoff::default());
         let mut stream = std::pin::pin!(stream.take_until(shutdown));
         let mut seen = false;
         loop {
