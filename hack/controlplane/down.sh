@@ -11,40 +11,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 W="$CP_CLUSTER_DIR"
 
-# Succeeds while a process runs. NB: a stopped component is a zombie until init reaps it, which
-# here can take seconds; a zombie counts as stopped.
-alive() {
-  local state
-  state="$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" || return 1
-  [[ -n "$state" && "$state" != Z ]]
-}
-
-# Sends SIGTERM to all, waits up to 15 s for them to exit, then SIGKILLs the rest: stop PID...
-stop() {
-  local pid deadline=$((SECONDS + 15)) running
-  kill -TERM "$@" 2>/dev/null || true
-  while :; do
-    running=()
-    for pid in "$@"; do
-      if alive "$pid"; then running+=("$pid"); fi
-    done
-    ((${#running[@]} == 0)) && return
-    if ((SECONDS >= deadline)); then
-      cp_log "pid(s) ${running[*]} ignored SIGTERM; killing them"
-      kill -KILL "${running[@]}" 2>/dev/null || true
-      return
-    fi
-    sleep 0.1
-  done
-}
-
 # Stops the running ones of the named components together: stop_components NAME...
 stop_components() {
   local name pid pids=()
   for name in "$@"; do
     if pid="$(cp_live_pid "$name")"; then pids+=("$pid"); fi
   done
-  ((${#pids[@]} == 0)) || stop "${pids[@]}"
+  ((${#pids[@]} == 0)) || cp_stop "${pids[@]}"
   stopped=$((stopped + ${#pids[@]}))
 }
 

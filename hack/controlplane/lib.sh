@@ -160,6 +160,33 @@ cp_cluster_running() {
     "https://127.0.0.1:$CP_API_PORT/readyz" >/dev/null 2>&1
 }
 
+# Succeeds while a process runs. NB: a stopped component is a zombie until init reaps it, which
+# here can take seconds; a zombie counts as stopped.
+cp_alive() {
+  local state
+  state="$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" || return 1
+  [[ -n "$state" && "$state" != Z ]]
+}
+
+# Sends SIGTERM to all, waits up to 15 s for them to exit, then SIGKILLs the rest: cp_stop PID...
+cp_stop() {
+  local pid deadline=$((SECONDS + 15)) running
+  kill -TERM "$@" 2>/dev/null || true
+  while :; do
+    running=()
+    for pid in "$@"; do
+      if cp_alive "$pid"; then running+=("$pid"); fi
+    done
+    ((${#running[@]} == 0)) && return
+    if ((SECONDS >= deadline)); then
+      cp_log "pid(s) ${running[*]} ignored SIGTERM; killing them"
+      kill -KILL "${running[@]}" 2>/dev/null || true
+      return
+    fi
+    sleep 0.1
+  done
+}
+
 # Logging helpers: all messages go to stderr, prefixed with the script name.
 cp_log() { echo "[$(basename "$0")] $*" >&2; }
 cp_die() {

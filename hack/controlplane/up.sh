@@ -11,6 +11,7 @@
 # kubeconfig, pki/, etcd/, logs/ and pids/.
 #
 # Usage: hack/controlplane/up.sh
+# (restart.sh sources this file for its start functions; main runs only when it is executed.)
 set -euo pipefail
 
 # shellcheck source=hack/controlplane/lib.sh
@@ -79,7 +80,7 @@ start() {
   # inherit (and keep holding) the lock of `up`.
   # shellcheck disable=SC2016 # $$, $0 and $@ belong to the inner shell.
   setsid bash -c 'echo "$$" >"$0" && exec "$@"' "$pidfile" "$CP_BIN/$name" "$@" \
-    </dev/null >"$W/logs/$name.log" 2>&1 9>&- &
+    </dev/null >>"$W/logs/$name.log" 2>&1 9>&- &
   # NB: until it execs the component, the recorded pid is a shell whose command line
   # cp_live_pid does not recognise: wait for the exec, so that wait_for does not take a
   # component still starting for one that exited.
@@ -143,6 +144,7 @@ start_apiserver() {
     --service-account-signing-key-file="$W/pki/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 \
     --authorization-mode=Node,RBAC \
+    --service-node-port-range="${APP_OPERATOR_NODE_PORT_RANGE:-30000-32767}" \
     --allow-privileged=true
   wait_for kube-apiserver 120 curl -fsS --cacert "$W/pki/ca.crt" \
     "https://127.0.0.1:$CP_API_PORT/readyz"
@@ -207,10 +209,15 @@ stop_on_failure() {
   fi
 }
 
-main() {
-  local start_time=$SECONDS
+# Puts the built binaries on PATH (building them if needed) and points kubectl at the cluster.
+use_binaries() {
   CP_BIN="$("$CP_DIR/build.sh")"
   export PATH="$CP_BIN:$PATH" KUBECONFIG="$W/kubeconfig"
+}
+
+main() {
+  local start_time=$SECONDS
+  use_binaries
   mkdir -p "$(dirname "$W")"
   # NB: one `up` at a time; a second caller waits, then finds the cluster running.
   exec 9>"$W.lock"
@@ -241,4 +248,6 @@ main() {
   echo "$W/kubeconfig"
 }
 
-main "$@"
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  main "$@"
+fi
