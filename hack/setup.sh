@@ -2,8 +2,9 @@
 # Installs what the project needs on a fresh machine, idempotently: the Debian packages the
 # scripts use (only when missing), the wasm32-wasip2 Rust target for the guest and the
 # x86_64-unknown-linux-musl one for the image's static binary, and the Go-built local control
-# plane and helm (cached under ~/.cache/app-operator; a warm run does no Go work). crane and the
-# OCI registry of the image targets are built on their first use (build-imagetools.sh).
+# plane, helm and Toxiproxy (the fault tests' proxy), cached under ~/.cache/app-operator; a warm
+# run does no Go work. crane and the OCI registry of the image targets are built on their first
+# use (build-imagetools.sh).
 #
 # Usage: hack/setup.sh
 set -euo pipefail
@@ -66,6 +67,7 @@ main() {
   check_go
   "$ROOT/hack/controlplane/build.sh" >/dev/null
   "$ROOT/hack/controlplane/build-helm.sh" >/dev/null
+  "$ROOT/hack/controlplane/build-toxiproxy.sh" >/dev/null
   log "ok"
 }
 

@@ -76,6 +76,14 @@ cp_imagetools_dir() {
   echo "$CP_CACHE/bin/imagetools-crane-${crane}_registry-${registry}_$(cp_module_hash imagetools)"
 }
 
+# Prints Toxiproxy's cache directory (build-toxiproxy.sh: the fault proxy the e2e fault tests put
+# between the operator and the API server): its version plus cp_module_hash of its wrapper module.
+cp_toxiproxy_dir() {
+  local version
+  version="$(cp_mod_version toxiproxy github.com/Shopify/toxiproxy/v2)"
+  echo "$CP_CACHE/bin/toxiproxy-${version}_$(cp_module_hash toxiproxy)"
+}
+
 # The Go seed operator (build-go-seed.sh): the seed's kubebuilder operator, a benchmark peer of
 # app-operator for `make bench-scale`, a Go module of its own in the repository.
 CP_GO_SEED_SRC="${CP_DIR%/hack/controlplane}/bench/peers/go-seed"

@@ -5,10 +5,13 @@
 
 pub mod appservice;
 pub mod cluster;
+pub mod faults;
+pub mod fleet;
 pub mod kubectl;
 pub mod namespace;
 pub mod operator;
 pub mod process;
+pub mod snapshot;
 pub mod swap;
 pub mod wait;
 

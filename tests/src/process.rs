@@ -149,6 +149,31 @@ impl OperatorProcess {
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
     }
 
+    /// The sum of every sample of the metric family `name` (e.g.
+    /// `app_operator_kube_requests_total`, over all its labels), if exposed.
+    pub fn metric_sum(&self, name: &str) -> Option<f64> {
+        let (_, body) = http_get(self.metrics_addr, "/metrics")?;
+        let samples: Vec<f64> = body
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let rest = l.strip_prefix(name)?;
+                let value = match rest.strip_prefix('{') {
+                    Some(labelled) => labelled.split_once("} ")?.1,
+                    None => rest.strip_prefix(' ')?,
+                };
+                value.trim().parse().ok()
+            })
+            .collect();
+        (!samples.is_empty()).then(|| samples.iter().sum())
+    }
+
+    /// Field `field` of the process's `/proc/<pid>/status` in KiB: `VmHWM` (peak RSS) or
+    /// `VmRSS`. Only while the process runs (or has not been waited for).
+    pub fn status_kib(&self, field: &str) -> anyhow::Result<u64> {
+        status_kib(self.pid(), field)
+    }
+
     /// Waits until `/readyz` answers 200 with a body ending in `state` (`ready` or `standby`).
     pub async fn wait_readyz(&mut self, state: &str) -> anyhow::Result<()> {
         let what = format!(
@@ -239,6 +264,16 @@ impl Drop for OperatorProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Field `field` (`VmHWM`, `VmRSS`, ...) of `/proc/<pid>/status`, in KiB.
+pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
+        .with_context(|| format!("no {field} in /proc/{pid}/status"))
 }
 
 /// A plain HTTP/1.1 GET on a loopback address: `(status code, body)`.

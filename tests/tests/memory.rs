@@ -8,7 +8,7 @@ use app_operator::crd::AppService;
 use app_operator_e2e::appservice::{CONVERGE, condition, create, sample_named};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::operator::install_crd;
-use app_operator_e2e::process::{OperatorProcess, binary};
+use app_operator_e2e::process::{OperatorProcess, binary, status_kib};
 use app_operator_e2e::{TestNamespace, client, wait};
 use kube::Api;
 use kube::api::ListParams;
@@ -21,16 +21,6 @@ const BUDGET_MIB: u64 = 128;
 const RESERVE_MIB: u64 = 128;
 /// AppServices rendered by the bomb, all at once (the controller runs 16 reconciles at once).
 const APPS: usize = 24;
-
-/// `VmHWM` (peak RSS) or `VmRSS` of process `pid`, in KiB, from `/proc/<pid>/status`.
-fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse().ok())
-        .with_context(|| format!("no {field} in /proc/{pid}/status"))
-}
 
 #[tokio::test]
 async fn allocation_bombs_at_full_concurrency_stay_within_the_budget() -> anyhow::Result<()> {
