@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help setup run test bench bench-scale cluster-build cluster-up cluster-down crd fmt lint \
+.PHONY: help setup run test chaos bench bench-scale cluster-build cluster-up cluster-down crd fmt lint \
 	install uninstall deploy undeploy docker-build docker-push image image-push image-test \
 	image-tools
 
@@ -17,6 +17,9 @@ run: ## Start the local control plane, install the CRD, run the operator, apply 
 
 test: ## Run the whole test suite (starts the local control plane if none is running).
 	hack/test.sh
+
+chaos: ## Long fault scenarios (API server restarts, compaction, partition, 10,000 AppServices).
+	hack/chaos.sh
 
 bench: ## Guest call cost benchmark (prints figures).
 	hack/bench.sh

@@ -1,0 +1,196 @@
+//! One fault scenario's set-up and report, shared by the quick scenarios (`tests/faults.rs`, in
+//! `make test`) and the long ones (`tests/chaos.rs`, `make chaos`): a namespace with a user's
+//! objects in it, the operator as a process, the proof that nothing was lost or wrongly touched,
+//! and one summary line of figures.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+
+use crate::fleet::{Converged, create_all, wait_converged};
+use crate::operator::install_crd;
+use crate::process::OperatorProcess;
+use crate::snapshot::{Snapshot, bystanders};
+use crate::{TestNamespace, client};
+
+use app_operator::crd::AppService;
+
+/// How long the operator gets to converge after a fault ends (printed, not asserted, below it).
+pub const RECOVERY: Duration = Duration::from_secs(90);
+
+/// One scenario's namespace, with a user's objects in it, and a work directory for logs.
+pub struct Scene {
+    /// The test's own client, straight to the API server.
+    pub client: Client,
+    /// The scenario's namespace.
+    pub ns: TestNamespace,
+    /// Logs and kubeconfigs of the scenario.
+    pub work: PathBuf,
+    /// `Kind/name` of the user's objects beside the children.
+    pub bystanders: Vec<String>,
+}
+
+impl Scene {
+    /// A fresh namespace named after `prefix`, the CRD installed and a user's objects created.
+    pub async fn new(prefix: &str) -> anyhow::Result<Self> {
+        let client = client().await?;
+        install_crd(&client).await?;
+        let ns = TestNamespace::create(&client, prefix).await?;
+        let work = std::env::temp_dir().join(format!("app-operator-{}", ns.name()));
+        let bystanders = bystanders(&client, ns.name()).await?;
+        Ok(Self {
+            client,
+            ns,
+            work,
+            bystanders,
+        })
+    }
+
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        self.ns.name()
+    }
+
+    /// Starts `app-operator run` for the namespace with `kubeconfig` and `extra` flags, and
+    /// waits until `/readyz` says `state` (`ready`, or `standby` for a second replica).
+    pub async fn operator_with(
+        &self,
+        name: &str,
+        kubeconfig: &Path,
+        extra: &[String],
+        state: &str,
+    ) -> anyhow::Result<OperatorProcess> {
+        let mut args = vec!["--guest-configmap", ""];
+        if !extra.iter().any(|a| a == "--namespace") {
+            args.extend(["--namespace", self.name()]);
+        }
+        args.extend(extra.iter().map(String::as_str));
+        let mut operator = OperatorProcess::start(name, kubeconfig, &args, &self.work)?;
+        operator.wait_readyz(state).await?;
+        Ok(operator)
+    }
+
+    /// [`Scene::operator_with`] no extra flags, waiting until it is ready.
+    pub async fn operator(&self, name: &str, kubeconfig: &Path) -> anyhow::Result<OperatorProcess> {
+        self.operator_with(name, kubeconfig, &[], "ready").await
+    }
+
+    /// Creates `apps` in the namespace, 16 at once.
+    pub async fn create(&self, apps: Vec<AppService>) -> anyhow::Result<()> {
+        create_all(&self.client, self.name(), apps).await
+    }
+
+    /// Waits until the namespace holds `count` AppServices, all converged; times from `since`.
+    pub async fn converge(
+        &self,
+        count: usize,
+        since: Instant,
+        timeout: Duration,
+    ) -> anyhow::Result<Converged> {
+        wait_converged(&self.client, self.name(), count, since, timeout).await
+    }
+
+    /// What the fault lost or wrongly touched since `before`: children gone or created again
+    /// (but those in `deleted`, which the test deleted), the user's objects written.
+    pub async fn damage(
+        &self,
+        before: &Snapshot,
+        deleted: &[String],
+    ) -> anyhow::Result<Vec<String>> {
+        let after = Snapshot::take(&self.client, self.name()).await?;
+        let mut damage = before.recreated(&after, deleted);
+        damage.extend(before.written(&after, &self.bystanders));
+        Ok(damage)
+    }
+
+    /// Removes the work directory (the namespace goes when the scene is dropped).
+    pub fn done(self) {
+        let _ = std::fs::remove_dir_all(&self.work);
+    }
+}
+
+/// An operator's API requests so far, by GETs (watches included) and writes (every other
+/// method).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Requests {
+    /// GET requests, watches and lists included.
+    pub gets: f64,
+    /// Every other method.
+    pub writes: f64,
+}
+
+impl Requests {
+    /// What `operator`'s `/metrics` count now.
+    pub fn of(operator: &OperatorProcess) -> Self {
+        let total = operator
+            .metric_sum("app_operator_kube_requests_total")
+            .unwrap_or(0.0);
+        let gets = operator
+            .metric(r#"app_operator_kube_requests_total{method="GET"}"#)
+            .unwrap_or(0.0);
+        Self {
+            gets,
+            writes: total - gets,
+        }
+    }
+
+    /// `self - earlier`, as "N GET, M writes".
+    pub fn since(self, earlier: Requests) -> String {
+        format!(
+            "{} GET, {} writes",
+            self.gets - earlier.gets,
+            self.writes - earlier.writes
+        )
+    }
+}
+
+/// One scenario's figures.
+pub struct Figures<'a> {
+    /// What the scenario did, for the summary line.
+    pub scenario: &'a str,
+    /// Times to converge after the fault ended.
+    pub converged: Converged,
+    /// The operator's requests when the fault began and when it ended (the summary counts the
+    /// rest up to its check).
+    pub requests: (Requests, Requests),
+}
+
+/// Prints the scenario's summary line (`fault <scenario>: ...`), and fails when anything was
+/// lost or wrongly touched.
+pub fn summary(
+    figures: Figures,
+    operator: &OperatorProcess,
+    damage: &[String],
+) -> anyhow::Result<()> {
+    let Figures {
+        scenario,
+        converged,
+        requests: (began, ended),
+    } = figures;
+    let now = Requests::of(operator);
+    let peak = operator.status_kib("VmHWM")? as f64 / 1024.0;
+    println!(
+        "fault {scenario}: after the fault ended, children applied in {:.1} s, all converged in \
+         {:.1} s; requests during the fault {}, during recovery {}; peak RSS {peak:.1} MiB; \
+         lost or wrongly touched: {}; load {}",
+        converged.children.as_secs_f64(),
+        converged.all.as_secs_f64(),
+        ended.since(began),
+        now.since(ended),
+        damage.len(),
+        load(),
+    );
+    anyhow::ensure!(
+        damage.is_empty(),
+        "{scenario}: {damage:?}; operator log tail:\n{}",
+        operator.log_tail(20)
+    );
+    Ok(())
+}
+
+/// The 1-minute load average, for the summary lines.
+pub fn load() -> String {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    load.split_whitespace().next().unwrap_or("?").to_owned()
+}
