@@ -29,6 +29,9 @@ main() {
   fi
   mkdir -p .work
   local out=.work/chaos.log rc=0
+  # NB: the scenarios run the operator's binary, which `cargo test -p app-operator-e2e` does not
+  # build.
+  cargo build --release -q -p app-operator
   cargo test --release -p app-operator-e2e --test chaos -- --ignored --test-threads=1 \
     --nocapture "$@" 2>&1 | tee "$out" || rc=$?
   echo

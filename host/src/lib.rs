@@ -143,17 +143,55 @@ impl Error {
 /// Result with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An error and its sources on one line: `failed to apply Deployment web: ApiError: ...`.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.ends_with(&text) {
+/// An error and its sources on one line: `failed to apply Service web: failed to allocate a
+/// nodePort: range is full (500 InternalError)`.
+///
+/// NB: kube's `Error::Api` displays the whole `Status` in debug form; here it is its message,
+/// code and reason, which is what a condition or an Event should carry.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = String::new();
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        let text = match cause.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Api(status)) => {
+                next = None;
+                format!("{} ({} {})", status.message, status.code, status.reason)
+            }
+            _ => {
+                next = cause.source();
+                cause.to_string()
+            }
+        };
+        if message.is_empty() {
+            message = text;
+        } else if !message.ends_with(&text) {
             message.push_str(": ");
             message.push_str(&text);
         }
-        source = cause.source();
     }
     message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_error_is_its_message_code_and_reason() {
+        let status = kube::core::Status::failure(
+            "Internal error occurred: failed to allocate a nodePort: range is full",
+            "InternalError",
+        )
+        .with_code(500);
+        let error = controller::Error::Apply {
+            kind: "Service",
+            name: "web".into(),
+            source: kube::Error::Api(Box::new(status)),
+        };
+        assert_eq!(
+            error_chain(&error),
+            "failed to apply Service web: Internal error occurred: failed to allocate a \
+             nodePort: range is full (500 InternalError)"
+        );
+    }
 }

@@ -1,8 +1,8 @@
 //! The long fault scenarios, run by `make chaos` (`hack/chaos.sh`) and ignored by `make test`:
 //! they restart the shared API server or take minutes. The real API server is restarted (alone,
 //! then with the whole control plane), etcd is compacted under the operator's watches, two
-//! replicas are partitioned from each other's API path, and 10,000 AppServices are created at
-//! once.
+//! replicas are partitioned from each other's API path, NodePorts run out, and 10,000
+//! AppServices are created at once.
 //!
 //! Each scenario checks that every AppService converges (`fleet::converged`), that nothing the
 //! operator does not own was written and no child that existed before was lost or created again
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
 use app_operator::crd::AppService;
-use app_operator_e2e::appservice::CONVERGE;
+use app_operator_e2e::appservice::{CONVERGE, condition, wait_event};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::faults::{Toxiproxy, kubeconfig_through};
 use app_operator_e2e::fleet::{Converged, converged, samples};
@@ -25,8 +25,9 @@ use app_operator_e2e::snapshot::Snapshot;
 use app_operator_e2e::wait;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Service;
 use kube::api::DeleteParams;
-use kube::{Api, Client};
+use kube::{Api, Client, ResourceExt};
 
 /// A script of `hack/controlplane/`.
 fn script(name: &str) -> PathBuf {
@@ -37,9 +38,20 @@ fn script(name: &str) -> PathBuf {
 
 /// Runs `hack/controlplane/<name> <args>` to completion.
 async fn run_script(name: &'static str, args: Vec<String>) -> anyhow::Result<()> {
+    run_script_with(name, args, &[]).await
+}
+
+/// [`run_script`] with the variables `env` set.
+async fn run_script_with(
+    name: &'static str,
+    args: Vec<String>,
+    env: &[(&'static str, &'static str)],
+) -> anyhow::Result<()> {
+    let env = env.to_vec();
     tokio::task::spawn_blocking(move || {
         let status = Command::new(script(name))
             .args(&args)
+            .envs(env)
             .status()
             .with_context(|| format!("failed to run {name}"))?;
         ensure!(status.success(), "{name} {args:?} failed: {status}");
@@ -268,10 +280,109 @@ async fn partition_of_the_leader_longer_than_the_lease() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// NodePorts in the narrowed range of the exhaustion scenario.
+const NODE_PORTS: usize = 20;
+
+/// The API server restarted with room for 20 NodePorts (the cluster's other Services hold
+/// none, as `make chaos` runs alone), 25 AppServices with ports: 20 converge, the 5 past the
+/// limit say why in their status and a Warning Event; deleting 5 converged ones frees ports
+/// and the 5 converge. The default range is restored at the end, also on failure.
+#[tokio::test]
+#[ignore = "make chaos: restarts the shared API server twice"]
+async fn node_port_exhaustion_is_reported_and_heals() -> anyhow::Result<()> {
+    let scene = Scene::new("chaos-nodeports").await?;
+    // NB: earlier scenarios' namespaces may still be going, their NodePorts with them.
+    let all: Api<Service> = Api::all(scene.client.clone());
+    wait::until("NodePorts 32000-32019 to be free", CONVERGE, || async {
+        let taken = all.list(&Default::default()).await?.items.iter().any(|s| {
+            let ports = s.spec.iter().flat_map(|spec| spec.ports.iter().flatten());
+            ports
+                .filter_map(|p| p.node_port)
+                .any(|p| (32000..32020).contains(&p))
+        });
+        Ok((!taken).then_some(()))
+    })
+    .await?;
+    let narrow = [("APP_OPERATOR_NODE_PORT_RANGE", "32000-32019")];
+    run_script_with("restart.sh", vec!["apiserver".into()], &narrow).await?;
+    answers(&scene.client).await?;
+    let result = exhaustion(&scene).await;
+    run_script("restart.sh", vec!["apiserver".into()]).await?;
+    answers(&scene.client).await?;
+    result?;
+    scene.done();
+    Ok(())
+}
+
+async fn exhaustion(scene: &Scene) -> anyhow::Result<()> {
+    let operator = scene.operator("nodeports", &kubeconfig_path()).await?;
+    let extra = 5;
+    scene.create(samples("app", 0..NODE_PORTS + extra)).await?;
+    let apps: Api<AppService> = Api::namespaced(scene.client.clone(), scene.name());
+    let services: Api<Service> = Api::namespaced(scene.client.clone(), scene.name());
+    // Which ones got a port is up to the order of the creations and reconciles.
+    let (placed, refused) = wait::until(
+        "20 Services, and 5 AppServices failed",
+        CONVERGE,
+        || async {
+            let with_service: Vec<String> = services
+                .list_metadata(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter_map(|s| s.metadata.name)
+                .filter(|n| n.starts_with("app-"))
+                .collect();
+            let failed: Vec<(String, String)> = apps
+                .list(&Default::default())
+                .await?
+                .items
+                .into_iter()
+                .filter(|a| !with_service.contains(&a.name_any()))
+                .filter_map(|a| {
+                    let c = condition(&a, "Ready")?;
+                    (c.status == "False" && c.reason == "ApplyFailed")
+                        .then(|| (a.name_any(), c.message.clone()))
+                })
+                .collect();
+            Ok((with_service.len() == NODE_PORTS && failed.len() == extra)
+                .then_some((with_service, failed)))
+        },
+    )
+    .await?;
+    let (name, message) = &refused[0];
+    let event = wait_event(&scene.client, scene.name(), name, "ApplyFailed").await?;
+    println!(
+        "fault nodeports: {} of {} placed; {name}: Ready=False ApplyFailed: {message}; Event: {}",
+        placed.len(),
+        NODE_PORTS + extra,
+        event.note.unwrap_or_default()
+    );
+    let before = Snapshot::take(&scene.client, scene.name()).await?;
+    let freed = Instant::now();
+    let gone: Vec<&String> = placed.iter().take(extra).collect();
+    for name in &gone {
+        apps.delete(name, &DeleteParams::foreground()).await?;
+    }
+    let deleted: Vec<String> = gone
+        .iter()
+        .flat_map(|n| [format!("Deployment/{n}"), format!("Service/{n}")])
+        .collect();
+    let converged = scene.converge(NODE_PORTS, freed, RECOVERY).await?;
+    let damage = scene.damage(&before, &deleted).await?;
+    let figures = Figures {
+        scenario: "NodePorts exhausted, then 5 freed (times from the deletions)",
+        converged,
+        requests: (Requests::default(), Requests::default()),
+    };
+    summary(figures, &operator, &damage)
+}
+
 /// AppServices of the scale scenario.
 const FLEET: usize = 10_000;
 
-/// 10,000 AppServices created at once, without ports (the default NodePort range holds 2768):
+/// 10,000 AppServices created at once, without ports (the default NodePort range holds 2768)
+/// and without replicas (the fake node's pods would take half an hour to start):
 /// the operator converges them all; its peak RSS and time are printed, and the API server's
 /// memory as the reference.
 #[tokio::test]
@@ -284,6 +395,9 @@ async fn ten_thousand_appservices_at_once() -> anyhow::Result<()> {
     let mut apps: Vec<AppService> = samples("app", 0..FLEET);
     for app in &mut apps {
         app.spec.ports.clear();
+        // NB: 10,000 pods take this control plane's scheduler and kwok about 28 minutes (they
+        // bind and start ~360 a minute); the operator's work is the same without them.
+        app.spec.replicas = Some(0);
     }
     let began = Instant::now();
     scene.create(apps).await?;
@@ -315,7 +429,7 @@ async fn ten_thousand_appservices_at_once() -> anyhow::Result<()> {
         cpu_seconds(operator.pid())?,
     );
     let figures = Figures {
-        scenario: "10,000 AppServices at once, no ports (times from the first creation)",
+        scenario: "10,000 AppServices at once, no ports, 0 replicas (times from the first creation)",
         converged: Converged {
             children: children.unwrap_or(all),
             all,
