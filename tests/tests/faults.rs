@@ -10,165 +10,23 @@
 //! converged after the fault ended, the operator's API requests during the fault and after it,
 //! its peak RSS and the load average (times are printed, not asserted).
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use app_operator::crd::AppService;
 use app_operator_e2e::appservice::CONVERGE;
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::faults::{Stream, Toxiproxy, kubeconfig_through};
-use app_operator_e2e::fleet::{Converged, create_all, samples, wait_converged};
-use app_operator_e2e::operator::install_crd;
-use app_operator_e2e::process::OperatorProcess;
-use app_operator_e2e::snapshot::{Snapshot, bystanders};
-use app_operator_e2e::{TestNamespace, client};
+use app_operator_e2e::fleet::{create_all, samples};
+use app_operator_e2e::scenario::{Figures, RECOVERY, Requests, Scene, summary};
+use app_operator_e2e::snapshot::Snapshot;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Client};
 use serde_json::json;
-
-/// How long the operator gets to converge after a fault ends. Generous: kube's watcher backs
-/// off after errors (800 ms doubling up to 30 s), so recovery can take tens of seconds.
-const RECOVERY: Duration = Duration::from_secs(90);
 
 /// The scenarios run one at a time, so that one's figures do not include another's load.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// One scenario's namespace, with a user's objects in it, and a work directory for logs.
-struct Scene {
-    client: Client,
-    ns: TestNamespace,
-    work: PathBuf,
-    bystanders: Vec<String>,
-}
-
-impl Scene {
-    async fn new(prefix: &str) -> anyhow::Result<Self> {
-        let client = client().await?;
-        install_crd(&client).await?;
-        let ns = TestNamespace::create(&client, prefix).await?;
-        let work = std::env::temp_dir().join(format!("app-operator-{}", ns.name()));
-        let bystanders = bystanders(&client, ns.name()).await?;
-        Ok(Self {
-            client,
-            ns,
-            work,
-            bystanders,
-        })
-    }
-
-    fn name(&self) -> &str {
-        self.ns.name()
-    }
-
-    /// Starts `app-operator run` for the namespace with `kubeconfig`, and waits until it is
-    /// ready.
-    async fn operator(&self, name: &str, kubeconfig: &Path) -> anyhow::Result<OperatorProcess> {
-        let args = ["--namespace", self.name(), "--guest-configmap", ""];
-        let mut operator = OperatorProcess::start(name, kubeconfig, &args, &self.work)?;
-        operator.wait_readyz("ready").await?;
-        Ok(operator)
-    }
-
-    async fn create(&self, apps: Vec<AppService>) -> anyhow::Result<()> {
-        create_all(&self.client, self.name(), apps).await
-    }
-
-    /// Waits until the namespace holds `count` AppServices, all converged; times from `since`.
-    async fn converge(
-        &self,
-        count: usize,
-        since: Instant,
-        timeout: Duration,
-    ) -> anyhow::Result<Converged> {
-        wait_converged(&self.client, self.name(), count, since, timeout).await
-    }
-
-    /// What the fault lost or wrongly touched since `before`: children gone or created again
-    /// (but those in `deleted`, which the test deleted), the user's objects written.
-    async fn damage(&self, before: &Snapshot, deleted: &[String]) -> anyhow::Result<Vec<String>> {
-        let after = Snapshot::take(&self.client, self.name()).await?;
-        let mut damage = before.recreated(&after, deleted);
-        damage.extend(before.written(&after, &self.bystanders));
-        Ok(damage)
-    }
-
-    fn done(self) {
-        let _ = std::fs::remove_dir_all(&self.work);
-    }
-}
-
-/// The operator's API requests so far, by GETs (watches included) and writes (every other
-/// method).
-#[derive(Clone, Copy, Debug, Default)]
-struct Requests {
-    gets: f64,
-    writes: f64,
-}
-
-impl Requests {
-    fn of(operator: &OperatorProcess) -> Self {
-        let total = operator
-            .metric_sum("app_operator_kube_requests_total")
-            .unwrap_or(0.0);
-        let gets = operator
-            .metric(r#"app_operator_kube_requests_total{method="GET"}"#)
-            .unwrap_or(0.0);
-        Self {
-            gets,
-            writes: total - gets,
-        }
-    }
-
-    /// `self - earlier`, as "N GET, M writes".
-    fn since(self, earlier: Requests) -> String {
-        format!(
-            "{} GET, {} writes",
-            self.gets - earlier.gets,
-            self.writes - earlier.writes
-        )
-    }
-}
-
-/// One scenario's figures.
-struct Figures<'a> {
-    scenario: &'a str,
-    /// Times to converge after the fault ended.
-    converged: Converged,
-    /// The operator's requests when the fault began and when it ended (the summary counts the
-    /// rest up to its check).
-    requests: (Requests, Requests),
-}
-
-/// Prints the scenario's summary line, and fails when anything was lost or wrongly touched.
-fn summary(figures: Figures, operator: &OperatorProcess, damage: &[String]) -> anyhow::Result<()> {
-    let Figures {
-        scenario,
-        converged,
-        requests: (began, ended),
-    } = figures;
-    let now = Requests::of(operator);
-    let peak = operator.status_kib("VmHWM")? as f64 / 1024.0;
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load = load.split_whitespace().next().unwrap_or("?").to_owned();
-    println!(
-        "fault {scenario}: after the fault ended, children applied in {:.1} s, all converged in \
-         {:.1} s; requests during the fault {}, during recovery {}; peak RSS {peak:.1} MiB; \
-         lost or wrongly touched: {}; load {load}",
-        converged.children.as_secs_f64(),
-        converged.all.as_secs_f64(),
-        ended.since(began),
-        now.since(ended),
-        damage.len(),
-    );
-    anyhow::ensure!(
-        damage.is_empty(),
-        "{scenario}: {damage:?}; operator log tail:\n{}",
-        operator.log_tail(20)
-    );
-    Ok(())
-}
 
 #[tokio::test]
 async fn an_api_outage_heals_and_what_changed_meanwhile_converges() -> anyhow::Result<()> {
