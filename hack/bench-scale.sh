@@ -20,12 +20,7 @@ main() {
   hack/setup.sh
   # shellcheck source=hack/controlplane/env.sh
   source hack/controlplane/env.sh
-  if cp_cluster_running; then
-    log "using the running control plane ($KUBECONFIG)"
-  else
-    trap '"$ROOT/hack/controlplane/down.sh" || true' EXIT
-    hack/controlplane/up.sh >/dev/null
-  fi
+  cp_up_for_this_run
   log "building the operator, the Go seed operator and the benchmark"
   local go_seed
   go_seed="$(hack/controlplane/build-go-seed.sh)"

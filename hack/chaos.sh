@@ -15,18 +15,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-log() { echo "[chaos.sh] $*" >&2; }
-
 main() {
   hack/setup.sh
   # shellcheck source=hack/controlplane/env.sh
   source hack/controlplane/env.sh
-  if cp_cluster_running; then
-    log "using the running control plane ($KUBECONFIG)"
-  else
-    trap '"$ROOT/hack/controlplane/down.sh" || true' EXIT
-    hack/controlplane/up.sh >/dev/null
-  fi
+  cp_up_for_this_run
   mkdir -p .work
   local out=.work/chaos.log rc=0
   # NB: the scenarios run the operator's binary, which `cargo test -p app-operator-e2e` does not

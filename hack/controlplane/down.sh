@@ -11,25 +11,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 W="$CP_CLUSTER_DIR"
 
-# Stops the running ones of the named components together: stop_components NAME...
-stop_components() {
-  local name pid pids=()
-  for name in "$@"; do
-    if pid="$(cp_live_pid "$name")"; then pids+=("$pid"); fi
-  done
-  ((${#pids[@]} == 0)) || cp_stop "${pids[@]}"
-  stopped=$((stopped + ${#pids[@]}))
-}
-
 main() {
-  stopped=0
+  CP_STOPPED=0
   # NB: clients first, then the API server, then etcd: an API server whose etcd went away first
   # hangs in shutdown.
-  stop_components kwok kube-scheduler kube-controller-manager
-  stop_components kube-apiserver
-  stop_components etcd
+  cp_stop_components kwok kube-scheduler kube-controller-manager
+  cp_stop_components kube-apiserver
+  cp_stop_components etcd
   rm -rf "$W/pids" "$W/etcd" "$W/pki" "$W/kubeconfig" "$W/scheduler.yaml"
-  cp_log "stopped $stopped process(es); logs kept in $W/logs"
+  cp_log "stopped $CP_STOPPED process(es); logs kept in $W/logs"
 }
 
 main "$@"

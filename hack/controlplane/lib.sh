@@ -195,6 +195,28 @@ cp_stop() {
   done
 }
 
+# Stops the running ones of the named components together (recorded pids only), adding their
+# number to CP_STOPPED: cp_stop_components NAME...
+cp_stop_components() {
+  local name pid pids=()
+  for name in "$@"; do
+    if pid="$(cp_live_pid "$name")"; then pids+=("$pid"); fi
+  done
+  ((${#pids[@]} == 0)) || cp_stop "${pids[@]}"
+  CP_STOPPED=$((${CP_STOPPED:-0} + ${#pids[@]}))
+}
+
+# For a script that needs the control plane for one run: uses the running one, else starts one
+# and stops it when the calling shell exits (an EXIT trap). Needs KUBECONFIG from env.sh.
+cp_up_for_this_run() {
+  if cp_cluster_running; then
+    cp_log "using the running control plane ($KUBECONFIG)"
+  else
+    trap '"$CP_DIR/down.sh" || true' EXIT
+    "$CP_DIR/up.sh" >/dev/null
+  fi
+}
+
 # Logging helpers: all messages go to stderr, prefixed with the script name.
 cp_log() { echo "[$(basename "$0")] $*" >&2; }
 cp_die() {

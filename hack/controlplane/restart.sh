@@ -13,15 +13,6 @@ set -euo pipefail
 # shellcheck source=hack/controlplane/up.sh
 source "$(dirname "${BASH_SOURCE[0]}")/up.sh"
 
-# Stops the named components that run, together: stop_named NAME...
-stop_named() {
-  local name pid pids=()
-  for name in "$@"; do
-    if pid="$(cp_live_pid "$name")"; then pids+=("$pid"); fi
-  done
-  ((${#pids[@]} == 0)) || cp_stop "${pids[@]}"
-}
-
 restart_main() {
   local what="${1:-}" down="${2:-0}" t0
   [[ "$what" == apiserver || "$what" == all ]] ||
@@ -33,15 +24,15 @@ restart_main() {
   t0=$SECONDS
   case "$what" in
     apiserver)
-      stop_named kube-apiserver
+      cp_stop_components kube-apiserver
       cp_log "kube-apiserver stopped; down for ${down}s"
       sleep "$down"
       start_apiserver
       ;;
     all)
-      stop_named kwok kube-scheduler kube-controller-manager
-      stop_named kube-apiserver
-      stop_named etcd
+      cp_stop_components kwok kube-scheduler kube-controller-manager
+      cp_stop_components kube-apiserver
+      cp_stop_components etcd
       cp_log "control plane stopped; down for ${down}s"
       sleep "$down"
       start_etcd

@@ -151,8 +151,11 @@ start_apiserver() {
 }
 
 start_controllers() {
+  # NB: client-go's default 20 requests/s made 10,000 Deployments take the Deployment controller
+  # over 20 minutes to roll out (the fault suite's scale scenario); this is a local test cluster.
   start kube-controller-manager --kubeconfig="$W/kubeconfig" \
     --bind-address=127.0.0.1 --secure-port="$CP_KCM_PORT" --leader-elect=false \
+    --kube-api-qps=200 --kube-api-burst=400 \
     --root-ca-file="$W/pki/ca.crt" --service-account-private-key-file="$W/pki/sa.key" \
     --authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics
   cat >"$W/scheduler.yaml" <<EOF

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 
-use crate::fleet::{Converged, create_all, wait_converged};
+use crate::appservice::CONVERGE;
+use crate::faults::{Proxy, Toxiproxy, kubeconfig_through};
+use crate::fleet::{Converged, create_all, samples, wait_converged};
 use crate::operator::install_crd;
 use crate::process::OperatorProcess;
 use crate::snapshot::{Snapshot, bystanders};
@@ -76,6 +78,32 @@ impl Scene {
         self.operator_with(name, kubeconfig, &[], "ready").await
     }
 
+    /// The operator `name`, talking to the API server through a Toxiproxy proxy of its own,
+    /// with AppServices `app-0` .. `app-<count-1>` created and converged, and the namespace's
+    /// objects recorded after that.
+    pub async fn behind_proxy(&self, name: &str, count: usize) -> anyhow::Result<Proxied> {
+        let toxiproxy = Toxiproxy::start(&self.work).await?;
+        let proxy = toxiproxy.api_server_proxy(name).await?;
+        let operator = self
+            .operator(name, &kubeconfig_through(&proxy, &self.work)?)
+            .await?;
+        let before = self.converged_fleet(count).await?;
+        Ok(Proxied {
+            _toxiproxy: toxiproxy,
+            proxy,
+            operator,
+            before,
+        })
+    }
+
+    /// Creates AppServices `app-0` .. `app-<count-1>`, waits until they converged and records the
+    /// namespace's objects.
+    pub async fn converged_fleet(&self, count: usize) -> anyhow::Result<Snapshot> {
+        self.create(samples("app", 0..count)).await?;
+        self.converge(count, Instant::now(), CONVERGE).await?;
+        Snapshot::take(&self.client, self.name()).await
+    }
+
     /// Creates `apps` in the namespace, 16 at once.
     pub async fn create(&self, apps: Vec<AppService>) -> anyhow::Result<()> {
         create_all(&self.client, self.name(), apps).await
@@ -108,6 +136,17 @@ impl Scene {
     pub fn done(self) {
         let _ = std::fs::remove_dir_all(&self.work);
     }
+}
+
+/// An operator behind its own proxy ([`Scene::behind_proxy`]).
+pub struct Proxied {
+    _toxiproxy: Toxiproxy,
+    /// The operator's path to the API server.
+    pub proxy: Proxy,
+    /// The operator.
+    pub operator: OperatorProcess,
+    /// The namespace's objects once the first AppServices converged.
+    pub before: Snapshot,
 }
 
 /// An operator's API requests so far, by GETs (watches included) and writes (every other

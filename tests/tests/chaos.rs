@@ -20,7 +20,7 @@ use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::faults::{Toxiproxy, kubeconfig_through};
 use app_operator_e2e::fleet::{Converged, converged, samples};
 use app_operator_e2e::process::{OperatorProcess, replica_args, status_kib};
-use app_operator_e2e::scenario::{Figures, RECOVERY, Requests, Scene, load, summary};
+use app_operator_e2e::scenario::{Figures, Proxied, RECOVERY, Requests, Scene, load, summary};
 use app_operator_e2e::snapshot::Snapshot;
 use app_operator_e2e::wait;
 use k8s_openapi::api::apps::v1::Deployment;
@@ -112,9 +112,7 @@ async fn delete_deployments(scene: &Scene, prefix: &str, n: usize) -> anyhow::Re
 async fn restart_scenario(what: &str, down: u64) -> anyhow::Result<()> {
     let scene = Scene::new(&format!("chaos-restart-{what}")).await?;
     let operator = scene.operator(what, &kubeconfig_path()).await?;
-    scene.create(samples("app", 0..100)).await?;
-    scene.converge(100, Instant::now(), CONVERGE).await?;
-    let before = Snapshot::take(&scene.client, scene.name()).await?;
+    let before = scene.converged_fleet(100).await?;
 
     let began = Requests::of(&operator);
     let unready = restart(what, down, &operator).await?;
@@ -159,14 +157,12 @@ async fn control_plane_restart() -> anyhow::Result<()> {
 #[ignore = "make chaos: compacts the shared etcd"]
 async fn watch_expiry_after_compaction() -> anyhow::Result<()> {
     let scene = Scene::new("chaos-compact").await?;
-    let toxiproxy = Toxiproxy::start(&scene.work).await?;
-    let proxy = toxiproxy.api_server_proxy("compact").await?;
-    let operator = scene
-        .operator("compact", &kubeconfig_through(&proxy, &scene.work)?)
-        .await?;
-    scene.create(samples("app", 0..30)).await?;
-    scene.converge(30, Instant::now(), CONVERGE).await?;
-    let before = Snapshot::take(&scene.client, scene.name()).await?;
+    let Proxied {
+        proxy,
+        operator,
+        before,
+        ..
+    } = scene.behind_proxy("compact", 30).await?;
 
     let began = Requests::of(&operator);
     proxy.disable().await?;
@@ -233,9 +229,7 @@ async fn partition_of_the_leader_longer_than_the_lease() -> anyhow::Result<()> {
         )
         .await?;
     ensure!(holder(&scene.client, &ns).await?.as_deref() == Some("a"));
-    scene.create(samples("app", 0..20)).await?;
-    scene.converge(20, Instant::now(), CONVERGE).await?;
-    let before = Snapshot::take(&scene.client, scene.name()).await?;
+    let before = scene.converged_fleet(20).await?;
 
     let began = Requests::of(&b);
     pa.disable().await?;

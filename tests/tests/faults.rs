@@ -13,11 +13,10 @@
 use std::time::{Duration, Instant};
 
 use app_operator::crd::AppService;
-use app_operator_e2e::appservice::CONVERGE;
 use app_operator_e2e::cluster::kubeconfig_path;
-use app_operator_e2e::faults::{Stream, Toxiproxy, kubeconfig_through};
+use app_operator_e2e::faults::Stream;
 use app_operator_e2e::fleet::{create_all, samples};
-use app_operator_e2e::scenario::{Figures, RECOVERY, Requests, Scene, summary};
+use app_operator_e2e::scenario::{Figures, Proxied, RECOVERY, Requests, Scene, summary};
 use app_operator_e2e::snapshot::Snapshot;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
@@ -32,14 +31,12 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 async fn an_api_outage_heals_and_what_changed_meanwhile_converges() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("faults-outage").await?;
-    let toxiproxy = Toxiproxy::start(&scene.work).await?;
-    let proxy = toxiproxy.api_server_proxy("outage").await?;
-    let operator = scene
-        .operator("outage", &kubeconfig_through(&proxy, &scene.work)?)
-        .await?;
-    scene.create(samples("app", 0..20)).await?;
-    scene.converge(20, Instant::now(), CONVERGE).await?;
-    let before = Snapshot::take(&scene.client, scene.name()).await?;
+    let Proxied {
+        proxy,
+        operator,
+        before,
+        ..
+    } = scene.behind_proxy("outage", 20).await?;
 
     // 15 s cut off; meanwhile AppServices are created, children deleted and a spec changed.
     let began = Requests::of(&operator);
@@ -80,14 +77,12 @@ async fn an_api_outage_heals_and_what_changed_meanwhile_converges() -> anyhow::R
 async fn a_second_of_latency_on_every_request_still_converges() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("faults-latency").await?;
-    let toxiproxy = Toxiproxy::start(&scene.work).await?;
-    let proxy = toxiproxy.api_server_proxy("latency").await?;
-    let operator = scene
-        .operator("latency", &kubeconfig_through(&proxy, &scene.work)?)
-        .await?;
-    scene.create(samples("app", 0..5)).await?;
-    scene.converge(5, Instant::now(), CONVERGE).await?;
-    let before = Snapshot::take(&scene.client, scene.name()).await?;
+    let Proxied {
+        proxy,
+        operator,
+        before,
+        ..
+    } = scene.behind_proxy("latency", 5).await?;
 
     // Half a second each way: every request's answer comes 1 s later, every watch event 0.5 s.
     for stream in Stream::BOTH {
@@ -115,14 +110,12 @@ async fn a_second_of_latency_on_every_request_still_converges() -> anyhow::Resul
 async fn connection_resets_every_few_seconds_do_not_lose_changes() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("faults-resets").await?;
-    let toxiproxy = Toxiproxy::start(&scene.work).await?;
-    let proxy = toxiproxy.api_server_proxy("resets").await?;
-    let operator = scene
-        .operator("resets", &kubeconfig_through(&proxy, &scene.work)?)
-        .await?;
-    scene.create(samples("app", 0..5)).await?;
-    scene.converge(5, Instant::now(), CONVERGE).await?;
-    let before = Snapshot::take(&scene.client, scene.name()).await?;
+    let Proxied {
+        proxy,
+        operator,
+        before,
+        ..
+    } = scene.behind_proxy("resets", 5).await?;
 
     // Every 3 s for 15 s: for 1 s, every connection that carries data either way is reset (the
     // watches with it), and two AppServices are created.
