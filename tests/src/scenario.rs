@@ -132,6 +132,22 @@ impl Scene {
         Ok(damage)
     }
 
+    /// Reports the scenario ([`summary`]) with what the fault lost or wrongly touched since
+    /// `before` (but the children in `deleted`), and removes the work directory; fails when
+    /// anything was.
+    pub async fn report(
+        self,
+        figures: Figures<'_>,
+        operator: &OperatorProcess,
+        before: &Snapshot,
+        deleted: &[String],
+    ) -> anyhow::Result<()> {
+        let damage = self.damage(before, deleted).await?;
+        summary(figures, operator, &damage)?;
+        self.done();
+        Ok(())
+    }
+
     /// Removes the work directory (the namespace goes when the scene is dropped).
     pub fn done(self) {
         let _ = std::fs::remove_dir_all(&self.work);

@@ -122,7 +122,6 @@ async fn restart_scenario(what: &str, down: u64) -> anyhow::Result<()> {
     scene.create(samples("new", 0..50)).await?;
     let deleted = delete_deployments(&scene, "app", 10).await?;
     let converged = scene.converge(150, back, RECOVERY).await?;
-    let damage = scene.damage(&before, &deleted).await?;
     println!(
         "fault restart {what}: /readyz while down: {unready:?}; re-lists after 410: {}",
         operator.log_count("too old resource version")
@@ -133,9 +132,7 @@ async fn restart_scenario(what: &str, down: u64) -> anyhow::Result<()> {
         converged,
         requests: (began, ended),
     };
-    summary(figures, &operator, &damage)?;
-    scene.done();
-    Ok(())
+    scene.report(figures, &operator, &before, &deleted).await
 }
 
 #[tokio::test]
@@ -175,7 +172,6 @@ async fn watch_expiry_after_compaction() -> anyhow::Result<()> {
     proxy.enable().await?;
     let healed = Instant::now();
     let converged = scene.converge(50, healed, RECOVERY).await?;
-    let damage = scene.damage(&before, &deleted).await?;
     println!(
         "fault compaction: re-lists after 410: {}",
         operator.log_count("too old resource version")
@@ -185,9 +181,7 @@ async fn watch_expiry_after_compaction() -> anyhow::Result<()> {
         converged,
         requests: (began, ended),
     };
-    summary(figures, &operator, &damage)?;
-    scene.done();
-    Ok(())
+    scene.report(figures, &operator, &before, &deleted).await
 }
 
 /// Who holds Lease `name` in `namespace`.
@@ -258,7 +252,6 @@ async fn partition_of_the_leader_longer_than_the_lease() -> anyhow::Result<()> {
         leader.as_deref() == Some("b"),
         "after healing the Lease is {leader:?}"
     );
-    let damage = scene.damage(&before, &deleted).await?;
     println!(
         "fault partition: b took the Lease {:.1} s into the cut (Lease {LEASE} s); a after \
          healing: {a_state:?}",
@@ -269,9 +262,7 @@ async fn partition_of_the_leader_longer_than_the_lease() -> anyhow::Result<()> {
         converged: converged_under_b,
         requests: (began, ended),
     };
-    summary(figures, &b, &damage)?;
-    scene.done();
-    Ok(())
+    scene.report(figures, &b, &before, &deleted).await
 }
 
 /// NodePorts in the narrowed range of the exhaustion scenario.

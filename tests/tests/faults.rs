@@ -16,7 +16,7 @@ use app_operator::crd::AppService;
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::faults::Stream;
 use app_operator_e2e::fleet::{create_all, samples};
-use app_operator_e2e::scenario::{Figures, Proxied, RECOVERY, Requests, Scene, summary};
+use app_operator_e2e::scenario::{Figures, Proxied, RECOVERY, Requests, Scene};
 use app_operator_e2e::snapshot::Snapshot;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
@@ -61,16 +61,13 @@ async fn an_api_outage_heals_and_what_changed_meanwhile_converges() -> anyhow::R
 
     let converged = scene.converge(30, Instant::now(), RECOVERY).await?;
     let deleted = ["Deployment/app-0", "Service/app-1", "Deployment/app-2"].map(String::from);
-    let damage = scene.damage(&before, &deleted).await?;
     println!("fault outage: /readyz 10 s into the outage: {readyz:?}");
     let figures = Figures {
         scenario: "outage 15 s",
         converged,
         requests: (began, ended),
     };
-    summary(figures, &operator, &damage)?;
-    scene.done();
-    Ok(())
+    scene.report(figures, &operator, &before, &deleted).await
 }
 
 #[tokio::test]
@@ -95,15 +92,12 @@ async fn a_second_of_latency_on_every_request_still_converges() -> anyhow::Resul
     let converged = scene.converge(15, slowed, RECOVERY).await?;
     let ended = Requests::of(&operator);
     proxy.clear_toxics().await?;
-    let damage = scene.damage(&before, &[]).await?;
     let figures = Figures {
         scenario: "latency 1 s, 10 created under it (times from the creations)",
         converged,
         requests: (began, ended),
     };
-    summary(figures, &operator, &damage)?;
-    scene.done();
-    Ok(())
+    scene.report(figures, &operator, &before, &[]).await
 }
 
 #[tokio::test]
@@ -133,15 +127,12 @@ async fn connection_resets_every_few_seconds_do_not_lose_changes() -> anyhow::Re
     }
     let ended = Requests::of(&operator);
     let converged = scene.converge(15, Instant::now(), RECOVERY).await?;
-    let damage = scene.damage(&before, &[]).await?;
     let figures = Figures {
         scenario: "resets every 3 s for 15 s",
         converged,
         requests: (began, ended),
     };
-    summary(figures, &operator, &damage)?;
-    scene.done();
-    Ok(())
+    scene.report(figures, &operator, &before, &[]).await
 }
 
 /// AppServices created at once for the kill -9 scenario.
@@ -177,13 +168,10 @@ async fn kill_9_in_the_middle_of_a_burst_loses_nothing() -> anyhow::Result<()> {
          {children} children",
         created.as_secs_f64()
     );
-    let damage = scene.damage(&before, &[]).await?;
     let figures = Figures {
         scenario: "kill -9 amid 200 creations (times from the restart)",
         converged,
         requests: (Requests::default(), Requests::default()),
     };
-    summary(figures, &second, &damage)?;
-    scene.done();
-    Ok(())
+    scene.report(figures, &second, &before, &[]).await
 }
