@@ -89,7 +89,7 @@ impl Scene {
             .await?;
         let before = self.converged_fleet(count).await?;
         Ok(Proxied {
-            _toxiproxy: toxiproxy,
+            toxiproxy,
             proxy,
             operator,
             before,
@@ -155,8 +155,12 @@ impl Scene {
 }
 
 /// An operator behind its own proxy ([`Scene::behind_proxy`]).
+///
+/// NB: destructure it binding `toxiproxy` to a name (`toxiproxy: _proxy`), not `..`: the proxy
+/// server stops when it is dropped.
 pub struct Proxied {
-    _toxiproxy: Toxiproxy,
+    /// The proxy server.
+    pub toxiproxy: Toxiproxy,
     /// The operator's path to the API server.
     pub proxy: Proxy,
     /// The operator.

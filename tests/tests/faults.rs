@@ -1,6 +1,7 @@
 //! Faults on the operator's path to the API server, the quick ones: an API outage of 15 s, 1 s
-//! of added latency on every request, connection resets every 3 s, and kill -9 in the middle of
-//! creating 200 AppServices. The operator (the binary) talks to the API server through a
+//! of added latency on every request, connection resets every 3 s, kill -9 in the middle of
+//! creating 200 AppServices, and a user editing children as another field manager during a
+//! guest swap. The operator (the binary) talks to the API server through a
 //! Toxiproxy proxy (`app_operator_e2e::faults`); the test's own client goes direct.
 //!
 //! After each fault every AppService converges (`fleet::converged`), a user's Deployment and
@@ -13,15 +14,20 @@
 use std::time::{Duration, Instant};
 
 use app_operator::crd::AppService;
+use app_operator::guest;
+use app_operator::testing::tiered_guest;
+use app_operator_e2e::appservice::{CONVERGE, create, sample_named};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::faults::Stream;
 use app_operator_e2e::fleet::{create_all, samples};
 use app_operator_e2e::scenario::{Figures, Proxied, RECOVERY, Requests, Scene};
 use app_operator_e2e::snapshot::Snapshot;
+use app_operator_e2e::swap::{SwapOperator, push, wait_digest};
+use app_operator_e2e::{TestNamespace, wait};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
-use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, ResourceExt};
 use serde_json::json;
 
 /// The scenarios run one at a time, so that one's figures do not include another's load.
@@ -35,7 +41,7 @@ async fn an_api_outage_heals_and_what_changed_meanwhile_converges() -> anyhow::R
         proxy,
         operator,
         before,
-        ..
+        toxiproxy: _proxy,
     } = scene.behind_proxy("outage", 20).await?;
 
     // 15 s cut off; meanwhile AppServices are created, children deleted and a spec changed.
@@ -78,7 +84,7 @@ async fn a_second_of_latency_on_every_request_still_converges() -> anyhow::Resul
         proxy,
         operator,
         before,
-        ..
+        toxiproxy: _proxy,
     } = scene.behind_proxy("latency", 5).await?;
 
     // Half a second each way: every request's answer comes 1 s later, every watch event 0.5 s.
@@ -108,7 +114,7 @@ async fn connection_resets_every_few_seconds_do_not_lose_changes() -> anyhow::Re
         proxy,
         operator,
         before,
-        ..
+        toxiproxy: _proxy,
     } = scene.behind_proxy("resets", 5).await?;
 
     // Every 3 s for 15 s: for 1 s, every connection that carries data either way is reset (the
@@ -174,4 +180,64 @@ async fn kill_9_in_the_middle_of_a_burst_loses_nothing() -> anyhow::Result<()> {
         requests: (Requests::default(), Requests::default()),
     };
     scene.report(figures, &second, &before, &[]).await
+}
+
+/// A field manager the concurrent-edit scenario writes children as.
+const USER: &str = "a-user";
+
+#[tokio::test]
+async fn a_user_edit_during_a_swap_keeps_the_users_field_and_the_guests() -> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let client = app_operator_e2e::client().await?;
+    let ns = TestNamespace::create(&client, "faults-edit").await?;
+    let _operator = SwapOperator::start(&client, ns.name()).await?;
+    let names: Vec<String> = (0..10).map(|i| format!("app-{i}")).collect();
+    for name in &names {
+        create(&client, ns.name(), &sample_named(name)).await?;
+    }
+    let default = guest::digest(guest::default_guest());
+    for name in &names {
+        wait_digest(&client, ns.name(), name, &default).await?;
+    }
+
+    // The swap and the user's edits at once: the user (another field manager) adds an
+    // annotation of its own and forces the replicas, a field the operator owns.
+    let began = Instant::now();
+    let swap = {
+        let ns = ns.name().to_owned();
+        tokio::spawn(async move { push(&ns, tiered_guest(), None).await })
+    };
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    let edit = PatchParams::apply(USER).force();
+    for name in &names {
+        let body = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "annotations": {"example.com/note": "keep me"}},
+            "spec": {"replicas": 5},
+        });
+        deployments.patch(name, &edit, &Patch::Apply(&body)).await?;
+    }
+    swap.await??;
+    let tiered = guest::digest(tiered_guest());
+    let mut lost = Vec::new();
+    for name in &names {
+        let d = wait_digest(&client, ns.name(), name, &tiered).await?;
+        let d = wait::until(&format!("{name}'s replicas set back"), CONVERGE, || async {
+            let d = deployments.get(name).await?;
+            Ok((d.spec.replicas == Some(3)).then_some(d))
+        })
+        .await
+        .unwrap_or(d);
+        if d.annotations().get("example.com/note").map(String::as_str) != Some("keep me") {
+            lost.push(format!("{name}: the user's annotation is gone"));
+        }
+    }
+    println!(
+        "fault edit during a swap: 10 Deployments edited by {USER} while the guest changed; \
+         all on the new guest, replicas set back, in {:.1} s; lost: {}",
+        began.elapsed().as_secs_f64(),
+        lost.len()
+    );
+    anyhow::ensure!(lost.is_empty(), "{lost:?}");
+    Ok(())
 }
