@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 
 use crate::appservice::CONVERGE;
+use crate::cluster::kubeconfig_path;
 use crate::faults::{Proxy, Toxiproxy, kubeconfig_through};
 use crate::fleet::{Converged, create_all, samples, wait_converged};
 use crate::operator::install_crd;
@@ -130,6 +131,43 @@ impl Scene {
         let mut damage = before.recreated(&after, deleted);
         damage.extend(before.written(&after, &self.bystanders));
         Ok(damage)
+    }
+
+    /// The operator killed with SIGKILL 1 s into creating `count` AppServices at once, then
+    /// started again: every AppService converges, and nothing the first one made is lost.
+    pub async fn kill_9_amid(self, count: usize) -> anyhow::Result<()> {
+        let mut first = self.operator("kill-first", &kubeconfig_path()).await?;
+        let began = Instant::now();
+        let burst = {
+            let (client, ns) = (self.client.clone(), self.name().to_owned());
+            tokio::spawn(async move { create_all(&client, &ns, samples("app", 0..count)).await })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let first_peak = first.status_kib("VmHWM")? as f64 / 1024.0;
+        let first_requests = Requests::of(&first).since(Requests::default());
+        first.kill()?;
+        // What the first operator made before it died must survive the second one.
+        let before = Snapshot::take(&self.client, self.name()).await?;
+        let children = before.0.len() - self.bystanders.len();
+        burst.await??;
+        let created = began.elapsed();
+
+        let restarted = Instant::now();
+        let second = self.operator("kill-second", &kubeconfig_path()).await?;
+        let converged = self.converge(count, restarted, RECOVERY).await?;
+        println!(
+            "fault kill -9: the burst of {count} took {:.1} s to create; the first operator, \
+             killed 1 s into it, had sent {first_requests} (peak RSS {first_peak:.1} MiB) and \
+             made {children} children",
+            created.as_secs_f64()
+        );
+        let scenario = format!("kill -9 amid {count} creations (times from the restart)");
+        let figures = Figures {
+            scenario: &scenario,
+            converged,
+            requests: (Requests::default(), Requests::default()),
+        };
+        self.report(figures, &second, &before, &[]).await
     }
 
     /// Reports the scenario ([`summary`]) with what the fault lost or wrongly touched since

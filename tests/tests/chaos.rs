@@ -190,6 +190,14 @@ async fn watch_expiry_after_compaction() -> anyhow::Result<()> {
     scene.report(figures, &operator, &before, &deleted).await
 }
 
+/// The operator killed with SIGKILL 1 s into creating 1000 AppServices at once, then started
+/// again (`faults.rs` does it with 200 in `make test`).
+#[tokio::test]
+#[ignore = "make chaos: 1000 AppServices"]
+async fn kill_9_amid_a_thousand_creations() -> anyhow::Result<()> {
+    Scene::new("chaos-kill").await?.kill_9_amid(1000).await
+}
+
 /// Who holds Lease `name` in `namespace`.
 async fn holder(client: &Client, namespace: &str) -> anyhow::Result<Option<String>> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);

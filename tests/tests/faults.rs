@@ -17,11 +17,9 @@ use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::testing::tiered_guest;
 use app_operator_e2e::appservice::{CONVERGE, create, sample_named};
-use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::faults::Stream;
-use app_operator_e2e::fleet::{create_all, samples};
+use app_operator_e2e::fleet::samples;
 use app_operator_e2e::scenario::{Figures, Proxied, RECOVERY, Requests, Scene};
-use app_operator_e2e::snapshot::Snapshot;
 use app_operator_e2e::swap::{SwapOperator, push, wait_digest};
 use app_operator_e2e::{TestNamespace, wait};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -141,45 +139,11 @@ async fn connection_resets_every_few_seconds_do_not_lose_changes() -> anyhow::Re
     scene.report(figures, &operator, &before, &[]).await
 }
 
-/// AppServices created at once for the kill -9 scenario.
-const BURST: usize = 200;
-
 #[tokio::test]
 async fn kill_9_in_the_middle_of_a_burst_loses_nothing() -> anyhow::Result<()> {
     let _serial = SERIAL.lock().await;
     let scene = Scene::new("faults-kill").await?;
-    let mut first = scene.operator("kill-first", &kubeconfig_path()).await?;
-
-    let began = Instant::now();
-    let burst = {
-        let (client, ns) = (scene.client.clone(), scene.name().to_owned());
-        tokio::spawn(async move { create_all(&client, &ns, samples("app", 0..BURST)).await })
-    };
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let first_peak = first.status_kib("VmHWM")? as f64 / 1024.0;
-    let first_requests = Requests::of(&first).since(Requests::default());
-    first.kill()?;
-    // What the first operator made before it died must survive the second one.
-    let before = Snapshot::take(&scene.client, scene.name()).await?;
-    let children = before.0.len() - scene.bystanders.len();
-    burst.await??;
-    let created = began.elapsed();
-
-    let restarted = Instant::now();
-    let second = scene.operator("kill-second", &kubeconfig_path()).await?;
-    let converged = scene.converge(BURST, restarted, RECOVERY).await?;
-    println!(
-        "fault kill -9: the burst of {BURST} took {:.1} s to create; the first operator, killed \
-         1 s into it, had sent {first_requests} (peak RSS {first_peak:.1} MiB) and made \
-         {children} children",
-        created.as_secs_f64()
-    );
-    let figures = Figures {
-        scenario: "kill -9 amid 200 creations (times from the restart)",
-        converged,
-        requests: (Requests::default(), Requests::default()),
-    };
-    scene.report(figures, &second, &before, &[]).await
+    scene.kill_9_amid(200).await
 }
 
 /// A field manager the concurrent-edit scenario writes children as.
