@@ -12,7 +12,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -42,13 +42,8 @@ pub struct Reachability {
 struct Inner {
     request_timeout: Duration,
     metrics: Option<Metrics>,
-    state: Mutex<State>,
-    reachable: watch::Sender<bool>,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    unreachable_since: Option<Instant>,
+    /// Since when the API server has not answered; `None` while it answers.
+    unreachable_since: watch::Sender<Option<Instant>>,
 }
 
 /// What one request came to, as far as reachability goes.
@@ -86,8 +81,7 @@ impl Reachability {
             inner: Arc::new(Inner {
                 request_timeout,
                 metrics,
-                state: Mutex::default(),
-                reachable: watch::Sender::new(true),
+                unreachable_since: watch::Sender::new(None),
             }),
         }
     }
@@ -99,12 +93,16 @@ impl Reachability {
 
     /// How long the API server has been unreachable, if it is.
     pub fn unreachable_for(&self) -> Option<Duration> {
-        self.state().unreachable_since.map(|since| since.elapsed())
+        self.inner
+            .unreachable_since
+            .borrow()
+            .map(|since| since.elapsed())
     }
 
-    /// A receiver of the reachability, `true` or `false`, that changes at each transition.
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
-        self.inner.reachable.subscribe()
+    /// A receiver of since when the API server has not answered (`None` while it answers),
+    /// which changes at each transition.
+    pub fn subscribe(&self) -> watch::Receiver<Option<Instant>> {
+        self.inner.unreachable_since.subscribe()
     }
 
     /// The client layer that feeds this state.
@@ -118,45 +116,36 @@ impl Reachability {
         self.record(Outcome::Failed("transport"), None);
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        // NB: every critical section only assigns one field; a panic cannot tear it.
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     fn record(&self, outcome: Outcome, error: Option<&dyn std::fmt::Display>) {
         let now = Instant::now();
-        let changed = {
-            let mut state = self.state();
-            match (outcome, state.unreachable_since) {
-                (Outcome::Answered, Some(since)) => {
-                    state.unreachable_since = None;
-                    info!(
-                        after_ms = now.duration_since(since).as_millis() as u64,
-                        "API server reachable again"
-                    );
-                    true
-                }
-                (Outcome::Failed(kind), None) => {
-                    state.unreachable_since = Some(now);
-                    let error = error.map(ToString::to_string).unwrap_or_default();
-                    warn!(kind, %error, "API server unreachable");
-                    true
-                }
-                _ => false,
-            }
+        let changed =
+            self.inner
+                .unreachable_since
+                .send_if_modified(|since| match (outcome, *since) {
+                    (Outcome::Answered, Some(from)) => {
+                        *since = None;
+                        info!(
+                            after_ms = now.duration_since(from).as_millis() as u64,
+                            "API server reachable again"
+                        );
+                        true
+                    }
+                    (Outcome::Failed(kind), None) => {
+                        *since = Some(now);
+                        let error = error.map(ToString::to_string).unwrap_or_default();
+                        warn!(kind, %error, "API server unreachable");
+                        true
+                    }
+                    _ => false,
+                });
+        let Some(metrics) = &self.inner.metrics else {
+            return;
         };
-        if let (Outcome::Failed(kind), Some(metrics)) = (outcome, &self.inner.metrics) {
+        if let Outcome::Failed(kind) = outcome {
             metrics.api_failure(kind);
         }
         if changed {
-            let reachable = outcome == Outcome::Answered;
-            if let Some(metrics) = &self.inner.metrics {
-                metrics.api_reachable(reachable);
-            }
-            self.inner.reachable.send_replace(reachable);
+            metrics.api_reachable(outcome == Outcome::Answered);
         }
     }
 }
@@ -260,11 +249,11 @@ mod tests {
         api.record(Outcome::Failed("transport"), None);
         api.record(Outcome::Failed("transport"), None);
         assert!(!api.is_reachable() && api.unreachable_for().is_some());
-        assert!(changes.has_changed().unwrap() && !*changes.borrow_and_update());
+        assert!(changes.has_changed().unwrap() && changes.borrow_and_update().is_some());
         assert_eq!(metrics.api_reachable.get(), 0);
         api.record(Outcome::of_status(StatusCode::NOT_FOUND), None);
         assert!(api.is_reachable());
-        assert!(*changes.borrow_and_update());
+        assert!(changes.borrow_and_update().is_none());
         assert_eq!(metrics.api_reachable.get(), 1);
         api.record(Outcome::of_status(StatusCode::SERVICE_UNAVAILABLE), None);
         assert!(!api.is_reachable(), "a 503 is the API server not serving");

@@ -276,6 +276,45 @@ pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("no {field} in /proc/{pid}/status"))
 }
 
+/// CPU time process `pid` has used so far, user plus system, all threads, in seconds.
+pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    Ok(cpu_ticks(&stat)? as f64 / clock_ticks()?)
+}
+
+/// utime + stime, in clock ticks, from the text of `/proc/<pid>/stat`.
+fn cpu_ticks(stat: &str) -> anyhow::Result<u64> {
+    // NB: field 2, the command name, is in parentheses and may hold spaces; the fields after
+    // it start with field 3 (state), so utime and stime (fields 14 and 15) are the 12th and
+    // 13th after the last ')'.
+    let rest = stat
+        .rsplit_once(')')
+        .context("no ')' in /proc/<pid>/stat")?
+        .1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| -> anyhow::Result<u64> {
+        Ok(fields
+            .get(i)
+            .context("/proc/<pid>/stat too short")?
+            .parse()?)
+    };
+    Ok(field(11)? + field(12)?)
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`), the unit of `/proc/<pid>/stat`'s times.
+fn clock_ticks() -> anyhow::Result<f64> {
+    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    if let Some(ticks) = TICKS.get() {
+        return Ok(*ticks);
+    }
+    let out = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .context("failed to run getconf CLK_TCK")?;
+    let ticks: f64 = String::from_utf8(out.stdout)?.trim().parse()?;
+    Ok(*TICKS.get_or_init(|| ticks))
+}
+
 /// A plain HTTP/1.1 GET on a loopback address: `(status code, body)`.
 fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
@@ -315,4 +354,22 @@ pub fn replica_args(
     ]
     .map(str::to_owned)
     .to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_utime_plus_stime_after_the_command_name() {
+        let stat = "4242 (tokio (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 153 47 0 0 20 0 9 0";
+        assert_eq!(cpu_ticks(stat).unwrap(), 200);
+    }
+
+    #[test]
+    fn this_process_has_a_cpu_time() -> anyhow::Result<()> {
+        assert!(cpu_seconds(std::process::id())? >= 0.0);
+        assert!(clock_ticks()? > 0.0);
+        Ok(())
+    }
 }

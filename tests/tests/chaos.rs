@@ -19,7 +19,7 @@ use app_operator_e2e::appservice::{CONVERGE, condition, wait_event};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::faults::{Toxiproxy, kubeconfig_through};
 use app_operator_e2e::fleet::{Converged, converged, samples};
-use app_operator_e2e::process::{OperatorProcess, replica_args, status_kib};
+use app_operator_e2e::process::{OperatorProcess, cpu_seconds, replica_args, status_kib};
 use app_operator_e2e::scenario::{Figures, Proxied, RECOVERY, Requests, Scene, load, summary};
 use app_operator_e2e::snapshot::Snapshot;
 use app_operator_e2e::wait;
@@ -451,18 +451,4 @@ fn apiserver_pid() -> anyhow::Result<u32> {
     let pid = std::fs::read_to_string(&file)
         .with_context(|| format!("failed to read {}", file.display()))?;
     Ok(pid.trim().parse()?)
-}
-
-/// User plus system CPU seconds of process `pid` so far.
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // NB: fields after the command (which may hold spaces) start after the last ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .context("malformed stat")?
-        .1
-        .split_whitespace()
-        .collect();
-    let ticks: f64 = fields[11].parse::<f64>()? + fields[12].parse::<f64>()?;
-    Ok(ticks / 100.0)
 }

@@ -171,17 +171,17 @@ pub fn backoff(attempt: u32) -> Duration {
 }
 
 /// The AppServices whose last reconcile failed, each time the API server is reachable again
-/// after it was not (`reachable` turns `true`), so that they are retried at once rather than
-/// when their backoff, grown during the outage, runs out.
+/// after it was not (`unreachable_since` turns `None`), so that they are retried at once rather
+/// than when their backoff, grown during the outage, runs out.
 fn failed_on_return(
-    reachable: watch::Receiver<bool>,
+    unreachable_since: watch::Receiver<Option<std::time::Instant>>,
     ctx: Arc<Context>,
 ) -> impl Stream<Item = ObjectRef<AppService>> + Send + 'static {
-    futures::stream::unfold(reachable, |mut reachable| async move {
+    futures::stream::unfold(unreachable_since, |mut since| async move {
         loop {
-            reachable.changed().await.ok()?;
-            if *reachable.borrow_and_update() {
-                return Some(((), reachable));
+            since.changed().await.ok()?;
+            if since.borrow_and_update().is_none() {
+                return Some(((), since));
             }
         }
     })
@@ -231,7 +231,7 @@ pub async fn run(
         .await
         .map_err(crate::Error::listing_apps)?;
 
-    let reachable = readiness.api().subscribe();
+    let unreachable_since = readiness.api().subscribe();
     let tracker = SyncTracker::new(
         &["appservices", "deployments", "services", "namespaces"],
         readiness,
@@ -297,7 +297,7 @@ pub async fn run(
     if let Some(swapped) = swapped {
         controller = controller.reconcile_all_on(swapped);
     }
-    controller = controller.reconcile_on(failed_on_return(reachable, ctx.clone()));
+    controller = controller.reconcile_on(failed_on_return(unreachable_since, ctx.clone()));
     controller
         .with_config(controller::Config::default().concurrency(concurrency))
         // NB: the watches retry on their own and pass no errors on (`watches::retried`).

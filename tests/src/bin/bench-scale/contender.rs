@@ -3,11 +3,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use app_operator::consts::GUEST_CONFIGMAP;
+
+use app_operator_e2e::process;
 
 use crate::{Args, http_get};
 
@@ -153,22 +154,12 @@ impl Operator {
 
     /// Peak resident set size (VmHWM) in KiB.
     pub fn peak_rss_kib(&self) -> anyhow::Result<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        let line = status
-            .lines()
-            .find(|l| l.starts_with("VmHWM:"))
-            .context("no VmHWM")?;
-        Ok(line
-            .split_whitespace()
-            .nth(1)
-            .context("no VmHWM value")?
-            .parse()?)
+        process::status_kib(self.child.id(), "VmHWM")
     }
 
     /// CPU time the process has used so far, user plus system, all threads, in seconds.
     pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))?;
-        Ok(cpu_ticks(&stat)? as f64 / clock_ticks()?)
+        process::cpu_seconds(self.child.id())
     }
 
     /// Sends SIGTERM and returns how long the process took to exit (killed after 30 s).
@@ -197,57 +188,5 @@ impl Drop for Operator {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-    }
-}
-
-/// utime + stime, in clock ticks, from the text of `/proc/<pid>/stat`.
-fn cpu_ticks(stat: &str) -> anyhow::Result<u64> {
-    // NB: field 2, the command name, is in parentheses and may hold spaces; the fields after
-    // it start with field 3 (state), so utime and stime (fields 14 and 15) are the 12th and
-    // 13th after the last ')'.
-    let rest = stat
-        .rsplit_once(')')
-        .context("no ')' in /proc/<pid>/stat")?
-        .1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| -> anyhow::Result<u64> {
-        Ok(fields
-            .get(i)
-            .context("/proc/<pid>/stat too short")?
-            .parse()?)
-    };
-    Ok(field(11)? + field(12)?)
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`), the unit of `/proc/<pid>/stat`'s times.
-fn clock_ticks() -> anyhow::Result<f64> {
-    static TICKS: OnceLock<f64> = OnceLock::new();
-    if let Some(ticks) = TICKS.get() {
-        return Ok(*ticks);
-    }
-    let out = Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .context("failed to run getconf CLK_TCK")?;
-    let ticks: f64 = String::from_utf8(out.stdout)?.trim().parse()?;
-    Ok(*TICKS.get_or_init(|| ticks))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_ticks_are_utime_plus_stime_after_the_command_name() {
-        let stat = "4242 (tokio (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 153 47 0 0 20 0 9 0";
-        assert_eq!(cpu_ticks(stat).unwrap(), 200);
-    }
-
-    #[test]
-    fn this_process_has_a_cpu_time() -> anyhow::Result<()> {
-        let stat = std::fs::read_to_string("/proc/self/stat")?;
-        cpu_ticks(&stat)?;
-        assert!(clock_ticks()? > 0.0);
-        Ok(())
     }
 }
