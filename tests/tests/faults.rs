@@ -66,6 +66,12 @@ async fn an_api_outage_heals_and_what_changed_meanwhile_converges() -> anyhow::R
     let converged = scene.converge(30, Instant::now(), RECOVERY).await?;
     let deleted = ["Deployment/app-0", "Service/app-1", "Deployment/app-2"].map(String::from);
     println!("fault outage: /readyz 10 s into the outage: {readyz:?}");
+    anyhow::ensure!(
+        readyz
+            .as_ref()
+            .is_some_and(|(code, body)| *code == 503 && body.contains("API server unreachable")),
+        "/readyz did not say the API server was unreachable: {readyz:?}"
+    );
     let figures = Figures {
         scenario: "outage 15 s",
         converged,
