@@ -79,6 +79,7 @@ async fn a_new_appservice_costs_its_applies_and_its_news() -> anyhow::Result<()>
     let ns = TestNamespace::create(&client, "writes-new").await?;
     let operator = Operator::start(&client, ns.name()).await?;
     let before = writes(&operator.metrics);
+    let reads_before = requests(&operator.metrics)["GET"];
 
     create(&client, ns.name(), &sample_named("web")).await?;
     let apps = Api::namespaced(client.clone(), ns.name());
@@ -93,6 +94,13 @@ async fn a_new_appservice_costs_its_applies_and_its_news() -> anyhow::Result<()>
     // status may be written before the pods are ready, if readiness takes longer than the settle
     // window.
     assert!(written <= 4, "{written} writes: {by_method:?}");
+    // NB: the children are created by create-only applies, which refuse an existing object: no
+    // read before them (watches count once, when they open, before `reads_before`).
+    assert_eq!(
+        by_method["GET"] - reads_before,
+        0,
+        "no read for a new AppService's children: {by_method:?}"
+    );
     assert_eq!(
         by_method["POST"], 0,
         "no Event for routine work: {by_method:?}"

@@ -1,10 +1,12 @@
 //! Guest output to the cluster: owner-stamped server-side apply of each child, and pruning of
 //! owned children the guest no longer emits.
 //!
-//! No adoption: before anything is applied, every child the guest names must be absent or
-//! controlled by the AppService; one that exists under another controller, or none, is left
-//! untouched and the whole apply fails with [`Error::ChildConflict`], unless its owner opted in
-//! with the [`ANNOTATION_ADOPT`] annotation.
+//! No adoption: a child the guest names is written only when it is absent or controlled by the
+//! AppService; one that exists under another controller, or none, is left untouched and the
+//! apply fails with [`Error::ChildConflict`], unless its owner opted in with the
+//! [`ANNOTATION_ADOPT`] annotation. Every write carries a precondition, so the guard holds even
+//! when the cache lags ([`Precondition`]): a child the cache does not know is created by a
+//! create-only apply, one the cache shows as the AppService's own is applied on its uid.
 //!
 //! **Warning**: [`prune`] deletes objects. Call it only after a successful guest call and a
 //! successful apply of everything the guest emitted.
@@ -90,7 +92,8 @@ impl Applied {
 
 /// Server-side applies every object, stamped with ownership, with the operator's field manager,
 /// forcing conflicts (the operator owns the fields of the children it controls). Applies nothing
-/// unless every child is absent or controlled by `app` ([`check_ownership`]).
+/// when a cached child is not `app`'s ([`check_cached_ownership`]); a child the cache does not
+/// know is created only if it does not exist, and checked when it does ([`apply_one`]).
 pub async fn apply_all(
     client: &Client,
     children: &Children,
@@ -99,7 +102,7 @@ pub async fn apply_all(
     objects: &[DesiredObject],
 ) -> Result<Applied> {
     let ns = app.namespace().unwrap_or_default();
-    check_ownership(client, children, app, &ns, objects).await?;
+    check_cached_ownership(children, app, &ns, objects)?;
     let stamped = stamp(app, digest, objects.to_vec());
     // NB: the children are independent objects: apply them at once, not one after another.
     let results = future::try_join_all(stamped.iter().map(|object| async {
@@ -114,12 +117,12 @@ pub async fn apply_all(
             ChildKind::Deployment => {
                 let store = &children.deployments.store;
                 let (deployment, change) =
-                    apply_one(client, store, children, key, &object.body).await?;
+                    apply_one(client, store, children, app, key, &object.body).await?;
                 (Some(deployment), change)
             }
             ChildKind::Service => {
                 let store = &children.services.store;
-                let change = apply_one(client, store, children, key, &object.body)
+                let change = apply_one(client, store, children, app, key, &object.body)
                     .await?
                     .1;
                 (None, change)
@@ -142,12 +145,52 @@ pub async fn apply_all(
     Ok(applied)
 }
 
+/// What must hold for an apply to be written, sent in the applied object's metadata: the API
+/// server checks it atomically with the write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Precondition {
+    /// The object must not exist: `metadata.resourceVersion` [`CREATE_ONLY_VERSION`]. The API
+    /// server creates an absent object whatever version the apply names, and refuses (409
+    /// Conflict) any existing object whose version differs, which every object's does.
+    Absent,
+    /// The object must exist with this uid (`metadata.uid`): a child deleted, or deleted and
+    /// re-created by someone else, since the cache saw it is not written (409 or 422).
+    Uid(String),
+    /// None: the object may or may not exist.
+    None,
+}
+
+/// The `metadata.resourceVersion` of a create-only apply ([`Precondition::Absent`]). etcd's
+/// revisions start at 1 and its first write gets revision 2, so no stored object has version 1.
+pub const CREATE_ONLY_VERSION: &str = "1";
+
+impl Precondition {
+    /// `body` with the precondition in its metadata.
+    pub fn on(&self, body: &serde_json::Value) -> serde_json::Value {
+        let mut body = body.clone();
+        let (field, value) = match self {
+            Precondition::Absent => ("resourceVersion", CREATE_ONLY_VERSION.to_owned()),
+            Precondition::Uid(uid) => ("uid", uid.clone()),
+            Precondition::None => return body,
+        };
+        if let Some(meta) = body
+            .as_object_mut()
+            .map(|o| o.entry("metadata").or_insert_with(|| serde_json::json!({})))
+            .and_then(|m| m.as_object_mut())
+        {
+            meta.insert(field.to_owned(), value.into());
+        }
+        body
+    }
+}
+
 async fn patch<K>(
     client: &Client,
     ns: &str,
     kind: ChildKind,
     name: &str,
     body: &serde_json::Value,
+    precondition: &Precondition,
 ) -> Result<K>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
@@ -155,7 +198,7 @@ where
 {
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch(name, &params, &Patch::Apply(body))
+    api.patch(name, &params, &Patch::Apply(precondition.on(body)))
         .await
         .map_err(|source| Error::Apply {
             kind: kind.as_str(),
@@ -164,52 +207,56 @@ where
         })
 }
 
-/// Fails with [`Error::ChildConflict`] for the first child in `objects` that exists and that
-/// `app` may not write ([`ownership`]). A child is looked up in the cache of managed children,
-/// then, when absent there (an object someone else created carries no managed-by label), read
-/// from the API server.
-///
-/// NB: an object created between this read and the apply would still be adopted; the window is
-/// one round trip, and the API server refuses a second controller reference, so two AppServices
-/// cannot both hold a child.
-async fn check_ownership(
-    client: &Client,
+/// Fails with [`Error::ChildConflict`] for the first child in `objects` that the cache of
+/// managed children holds and that `app` may not write ([`ownership`]), before anything is
+/// written. A child the cache does not hold (an object someone else created carries no
+/// managed-by label) is checked by [`apply_one`]'s create-only apply instead.
+fn check_cached_ownership(
     children: &Children,
     app: &AppService,
     ns: &str,
     objects: &[DesiredObject],
 ) -> Result<()> {
-    let checks = objects.iter().map(|object| async {
+    for object in objects {
         let Some(kind) = ChildKind::of(&object.api_version, &object.kind) else {
-            return Ok(());
+            continue;
         };
         let name = object.name.as_str();
         let meta = match kind {
-            ChildKind::Deployment => {
-                existing(client, &children.deployments.store, ns, kind, name).await?
-            }
-            ChildKind::Service => {
-                existing(client, &children.services.store, ns, kind, name).await?
-            }
+            ChildKind::Deployment => cached_meta(&children.deployments.store, ns, name),
+            ChildKind::Service => cached_meta(&children.services.store, ns, name),
         };
-        match meta.map(|meta| ownership(&meta, app)) {
-            Some(Err(owner)) => Err(Error::ChildConflict {
-                kind: kind.as_str(),
-                name: name.to_owned(),
-                owner,
-                app: app.name_any(),
-                annotation: ANNOTATION_ADOPT,
-            }),
-            _ => Ok(()),
+        if let Some(meta) = meta {
+            conflict(kind, name, &meta, app)?;
         }
-    });
-    future::try_join_all(checks).await.map(drop)
+    }
+    Ok(())
 }
 
-/// The metadata of child `name` of kind `K`: from the cache, else from the API server.
-async fn existing<K>(
+/// The metadata of the cached child `name` in `ns`.
+fn cached_meta<K>(store: &Store<K>, ns: &str, name: &str) -> Option<ObjectMeta>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store
+        .get(&ObjectRef::new(name).within(ns))
+        .map(|child| child.meta().clone())
+}
+
+/// [`Error::ChildConflict`] unless `app` may write the existing child `name` ([`ownership`]).
+fn conflict(kind: ChildKind, name: &str, meta: &ObjectMeta, app: &AppService) -> Result<()> {
+    ownership(meta, app).map_err(|owner| Error::ChildConflict {
+        kind: kind.as_str(),
+        name: name.to_owned(),
+        owner,
+        app: app.name_any(),
+        annotation: ANNOTATION_ADOPT,
+    })
+}
+
+/// The metadata of child `name` of kind `K`, read from the API server.
+async fn read_meta<K>(
     client: &Client,
-    store: &Store<K>,
     ns: &str,
     kind: ChildKind,
     name: &str,
@@ -218,9 +265,6 @@ where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     K: Clone + DeserializeOwned + std::fmt::Debug + 'static,
 {
-    if let Some(cached) = store.get(&ObjectRef::new(name).within(ns)) {
-        return Ok(Some(cached.meta().clone()));
-    }
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let found = api
         .get_metadata_opt(name)
@@ -264,10 +308,16 @@ pub fn ownership(meta: &ObjectMeta, app: &AppService) -> Result<(), String> {
 
 /// Applies one child unless the cache shows it up to date. Returns the child as the API server
 /// (or the cache) has it, and what the apply did.
+///
+/// A cached child (checked by [`check_cached_ownership`]) is applied on its uid. A child the
+/// cache does not know is created by a create-only apply; when that finds an object (409: the
+/// cache lags, or the object is someone else's), its metadata is read, and it is applied on its
+/// uid if `app` may write it, else left alone with [`Error::ChildConflict`].
 async fn apply_one<K>(
     client: &Client,
     store: &Store<K>,
     children: &Children,
+    app: &AppService,
     key: ChildKey,
     body: &serde_json::Value,
 ) -> Result<(K, Change)>
@@ -286,8 +336,35 @@ where
     {
         return Ok((K::clone(cached), Change::None));
     }
-    let before = cached.as_ref().and_then(|c| c.resource_version());
-    let after: K = patch(client, ns, *kind, name, body).await?;
+    let (before, after): (Option<String>, K) = match cached.as_ref().and_then(|c| c.uid()) {
+        Some(uid) => {
+            let precondition = Precondition::Uid(uid);
+            let before = cached.as_ref().and_then(|c| c.resource_version());
+            (
+                before,
+                patch(client, ns, *kind, name, body, &precondition).await?,
+            )
+        }
+        None => match patch(client, ns, *kind, name, body, &Precondition::Absent).await {
+            Err(Error::Apply {
+                source: kube::Error::Api(status),
+                ..
+            }) if status.code == 409 => {
+                let Some(meta) = read_meta::<K>(client, ns, *kind, name).await? else {
+                    // NB: gone again since the create-only apply: the next reconcile creates it.
+                    return Err(Error::Vanished {
+                        kind: kind.as_str(),
+                        name: name.clone(),
+                    });
+                };
+                conflict(*kind, name, &meta, app)?;
+                let precondition = Precondition::Uid(meta.uid.clone().unwrap_or_default());
+                let after = patch(client, ns, *kind, name, body, &precondition).await?;
+                (meta.resource_version, after)
+            }
+            created => (None, created?),
+        },
+    };
     children.last_applied.applied(key.clone(), &compared);
     let change = match (&before, after.resource_version()) {
         (_, None) => Change::None,

@@ -57,6 +57,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A child the API server said exists was gone when read right after: it is created on the
+    /// next reconcile.
+    #[error("{kind} {name} was deleted while it was being applied")]
+    Vanished {
+        /// Kind of the child.
+        kind: &'static str,
+        /// Name of the child.
+        name: String,
+    },
     /// Deleting a child the guest no longer emits failed.
     #[error("failed to delete {kind} {name}")]
     Prune {
@@ -88,6 +97,7 @@ impl Error {
             Error::Apply { .. } => "apply",
             Error::ChildConflict { .. } => "child_conflict",
             Error::Get { .. } => "get",
+            Error::Vanished { .. } => "vanished",
             Error::Prune { .. } => "prune",
             Error::Status { .. } => "status",
         }
@@ -101,6 +111,7 @@ impl Error {
             Error::Apply { .. } => "ApplyFailed",
             Error::ChildConflict { .. } => "ChildConflict",
             Error::Get { .. } => "ReadFailed",
+            Error::Vanished { .. } => "ChildVanished",
             Error::Prune { .. } => "PruneFailed",
             Error::Status { .. } => "StatusFailed",
         }

@@ -142,3 +142,17 @@ fn only_the_controller_or_an_adoption_opt_in_may_write_an_existing_child() {
         "the annotation never takes a child from another controller"
     );
 }
+
+#[test]
+fn a_precondition_is_sent_in_the_applied_metadata() {
+    let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}});
+    let absent = Precondition::Absent.on(&body);
+    assert_eq!(absent["metadata"]["resourceVersion"], CREATE_ONLY_VERSION);
+    assert_eq!(absent["metadata"]["name"], "web");
+    let uid = Precondition::Uid("u-1".into()).on(&body);
+    assert_eq!(uid["metadata"]["uid"], "u-1");
+    assert!(uid["metadata"].get("resourceVersion").is_none());
+    assert_eq!(Precondition::None.on(&body), body);
+    let bare = Precondition::Absent.on(&json!({"kind": "Service"}));
+    assert_eq!(bare["metadata"]["resourceVersion"], CREATE_ONLY_VERSION);
+}
