@@ -309,8 +309,9 @@ pub fn ownership(meta: &ObjectMeta, app: &AppService) -> Result<(), String> {
 /// Applies one child unless the cache shows it up to date. Returns the child as the API server
 /// (or the cache) has it, and what the apply did.
 ///
-/// A cached child (checked by [`check_cached_ownership`]) is applied on its uid. A child the
-/// cache does not know is created by a create-only apply; when that finds an object (409: the
+/// A cached child (checked by [`check_cached_ownership`]), or one this process wrote and the
+/// cache does not show yet ([`OwnWrites::unseen`]), is applied on its uid. Any other child is
+/// created by a create-only apply; when that finds an object (409: the
 /// cache lags, or the object is someone else's), its metadata is read, and it is applied on its
 /// uid if `app` may write it, else left alone with [`Error::ChildConflict`].
 async fn apply_one<K>(
@@ -336,14 +337,24 @@ where
     {
         return Ok((K::clone(cached), Change::None));
     }
-    let (before, after): (Option<String>, K) = match cached.as_ref().and_then(|c| c.uid()) {
-        Some(uid) => {
-            let precondition = Precondition::Uid(uid);
-            let before = cached.as_ref().and_then(|c| c.resource_version());
-            (
-                before,
-                patch(client, ns, *kind, name, body, &precondition).await?,
-            )
+    // NB: a child this process wrote whose echo has not arrived is its own, even when the
+    // cache does not show it yet (its other watch event came first).
+    let known = match &cached {
+        Some(cached) => cached.uid().map(|uid| (cached.resource_version(), uid)),
+        None => children
+            .own_writes
+            .unseen(&key)
+            .map(|w| (Some(w.version), w.uid)),
+    };
+    let (before, after): (Option<String>, K) = match known {
+        Some((before, uid)) => {
+            let applied = patch(client, ns, *kind, name, body, &Precondition::Uid(uid)).await;
+            if applied.is_err() {
+                // NB: a recorded write may be stale (its echo lost to a re-list): the next
+                // reconcile goes by the cache alone.
+                children.own_writes.forget(&key);
+            }
+            (before, applied?)
         }
         None => match patch(client, ns, *kind, name, body, &Precondition::Absent).await {
             Err(Error::Apply {
@@ -366,15 +377,16 @@ where
         },
     };
     children.last_applied.applied(key.clone(), &compared);
+    let uid = after.uid().unwrap_or_default();
     let change = match (&before, after.resource_version()) {
         (_, None) => Change::None,
         (before, after) if *before == after => Change::None,
         (None, Some(version)) => {
-            children.own_writes.wrote(key, version);
+            children.own_writes.wrote(key, version, uid);
             Change::Created
         }
         (Some(_), Some(version)) => {
-            children.own_writes.wrote(key, version);
+            children.own_writes.wrote(key, version, uid);
             if is_last {
                 Change::Corrected
             } else {

@@ -9,6 +9,10 @@
 //! apply's response is read; it is then not recognised and reconciles once more, which writes
 //! nothing (the child is up to date). Its recorded version stays until the child's next apply
 //! or deletion: one entry per child at most.
+//!
+//! A write whose echo has not arrived yet also tells [`super::apply`] that a child missing from
+//! the cache is the operator's own, with its uid ([`OwnWrites::unseen`]), so that it is applied
+//! on that uid instead of being created again.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -17,20 +21,32 @@ use super::child::ChildKey;
 
 /// The resourceVersion each child got from the operator's last apply, until its echo arrives.
 #[derive(Debug, Default)]
-pub struct OwnWrites(Mutex<HashMap<ChildKey, String>>);
+pub struct OwnWrites(Mutex<HashMap<ChildKey, Written>>);
+
+/// One write of this process that the child watch has not echoed yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The resourceVersion the write returned.
+    pub version: String,
+    /// The uid of the child written.
+    pub uid: String,
+}
 
 impl OwnWrites {
-    /// Records that the operator's apply left child `key` at `version`.
-    pub fn wrote(&self, key: ChildKey, version: String) {
-        self.lock().insert(key, version);
+    pub fn wrote(&self, key: ChildKey, version: String, uid: String) {
+        self.lock().insert(key, Written { version, uid });
     }
 
-    /// True when an event of child `key` at `version` is the echo of the operator's own apply;
-    /// the echo is then forgotten, so it is recognised once.
+    /// The write to child `key` whose echo has not arrived yet, if any: the cache does not
+    /// show it yet.
+    pub fn unseen(&self, key: &ChildKey) -> Option<Written> {
+        self.lock().get(key).cloned()
+    }
+
     pub fn is_echo(&self, key: &ChildKey, version: Option<&str>) -> bool {
         let mut writes = self.lock();
         match (writes.get(key), version) {
-            (Some(written), Some(version)) if written == version => {
+            (Some(written), Some(version)) if written.version == version => {
                 writes.remove(key);
                 true
             }
@@ -43,7 +59,7 @@ impl OwnWrites {
         self.lock().remove(key);
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<ChildKey, String>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ChildKey, Written>> {
         self.0.lock().expect("own-writes lock is never poisoned")
     }
 }
@@ -61,7 +77,8 @@ mod tests {
     fn only_the_version_the_apply_returned_is_an_echo_and_only_once() {
         let writes = OwnWrites::default();
         assert!(!writes.is_echo(&key(), Some("5")), "nothing written yet");
-        writes.wrote(key(), "5".into());
+        writes.wrote(key(), "5".into(), "u".into());
+        assert_eq!(writes.unseen(&key()).map(|w| w.uid), Some("u".into()));
         assert!(!writes.is_echo(&key(), Some("6")), "someone else's version");
         assert!(!writes.is_echo(&key(), None));
         assert!(writes.is_echo(&key(), Some("5")));
@@ -69,7 +86,8 @@ mod tests {
             !writes.is_echo(&key(), Some("5")),
             "an echo is recognised once"
         );
-        writes.wrote(key(), "7".into());
+        assert_eq!(writes.unseen(&key()), None, "the cache has seen it");
+        writes.wrote(key(), "7".into(), "u".into());
         writes.forget(&key());
         assert!(!writes.is_echo(&key(), Some("7")));
     }
