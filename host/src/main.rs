@@ -7,6 +7,12 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = app_operator::cli::Cli::parse();
+    // NB: the guest compile child answers with an exit code of its own (guest::compiler).
+    if let app_operator::cli::Command::Guest(app_operator::cli::GuestCommand::Compile(args)) =
+        &cli.command
+    {
+        return app_operator::cli::compile::exec(args);
+    }
     match app_operator::cli::exec(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

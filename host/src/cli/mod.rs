@@ -1,5 +1,6 @@
 //! Command-line interface: one submodule per subcommand.
 
+pub mod compile;
 mod connect;
 pub mod crd;
 pub mod inspect;
@@ -51,6 +52,9 @@ pub enum GuestCommand {
     /// Sign a guest with an Ed25519 private key, for an operator run with
     /// `--guest-trusted-key`.
     Sign(sign::Args),
+    /// The child process that compiles a guest for the operator (internal).
+    #[command(hide = true)]
+    Compile(compile::Args),
 }
 
 /// Sends `tracing` events (guest logs among them) to stderr, filtered by `RUST_LOG` (default
@@ -72,6 +76,14 @@ pub async fn exec(cli: Cli) -> crate::Result<()> {
         Command::Guest(GuestCommand::Inspect(args)) => inspect::exec(args).await,
         Command::Guest(GuestCommand::Push(args)) => push::exec(args).await,
         Command::Guest(GuestCommand::Sign(args)) => sign::exec(args).await,
+        Command::Guest(GuestCommand::Compile(args)) => {
+            // NB: main() answers for the child before calling this; a library caller gets the
+            // child's exit status as an error.
+            match compile::exec(&args) {
+                code if code == std::process::ExitCode::SUCCESS => Ok(()),
+                _ => Err(crate::Error::Input("guest compile failed".into())),
+            }
+        }
         Command::Plan(args) => plan::exec(args).await,
         Command::Crd(args) => crd::exec(args).await,
     }

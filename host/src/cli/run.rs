@@ -86,6 +86,11 @@ pub struct Args {
     /// Directory for precompiled guests. Default: no disk cache.
     #[arg(long, env = "APP_OPERATOR_GUEST_CACHE_DIR")]
     pub guest_cache_dir: Option<PathBuf>,
+    /// Compile guests in this process instead of a child process running this binary
+    /// (`guest compile`). The child keeps Cranelift and the compile's memory out of the
+    /// operator, and is stopped if a compile runs away.
+    #[arg(long, env = "APP_OPERATOR_GUEST_COMPILE_IN_PROCESS")]
+    pub guest_compile_in_process: bool,
     /// What a guest's output may contain.
     #[command(flatten)]
     pub policy: super::PolicyArgs,
@@ -221,6 +226,10 @@ impl Args {
         config.memory_budget = self.guest_memory_budget_mib.saturating_mul(1 << 20);
         config.fuel = self.guest_fuel.or(config.fuel);
         config.cache_dir = self.guest_cache_dir.clone().or(config.cache_dir);
+        if !self.guest_compile_in_process {
+            // NB: without a path to this binary (rare), `guest::compiler` falls back to here.
+            config.compiler = std::env::current_exe().ok();
+        }
         config.output = self.policy.config();
         config
     }

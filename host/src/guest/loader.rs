@@ -1,5 +1,6 @@
-//! From guest bytes to a pre-linked component: digest, compile or load the precompiled artifact
-//! from the disk cache, then link the `host` import and trap stubs for everything else.
+//! From guest bytes to a pre-linked component: digest, compile (in a child process when
+//! configured, [`super::compiler`]) or load the precompiled artifact from the disk cache, then
+//! link the `host` import and trap stubs for everything else.
 
 use std::fs;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -11,25 +12,33 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::bindings::{AppservicePolicy, AppservicePolicyPre};
+use super::compiler::{self, ChildError};
 use super::store::State;
-use super::{BoxError, Error};
+use super::{BoxError, Config, Error};
 
 /// `sha256:<hex>` of the bytes: a guest's identity in status, annotations and metrics.
 pub fn digest(wasm: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(wasm)))
 }
 
-/// Compiles `wasm`, or loads the artifact precompiled for this engine from `cache_dir`.
-/// A cache that cannot be read or written only costs a compile; it is never an error.
+/// Compiles `wasm` ([`Config::compiler`]: in a child process, else here), or loads the
+/// artifact precompiled for this engine from [`Config::cache_dir`]. A cache that cannot be read
+/// or written only costs a compile; it is never an error.
 pub(super) fn compile(
     engine: &Engine,
+    config: &Config,
     wasm: &[u8],
     digest: &str,
-    cache_dir: Option<&Path>,
 ) -> Result<Component, Error> {
-    let path = cache_dir.map(|dir| artifact_path(engine, dir, digest));
+    let path = config
+        .cache_dir
+        .as_deref()
+        .map(|dir| artifact_path(engine, dir, digest));
     if let Some(path) = path.as_deref().filter(|p| p.is_file()) {
-        match deserialize(engine, path) {
+        match fs::read(path)
+            .map_err(BoxError::from)
+            .and_then(|bytes| deserialize(engine, &bytes))
+        {
             Ok(component) => {
                 debug!(digest, path = %path.display(), "loaded precompiled guest");
                 return Ok(component);
@@ -39,19 +48,70 @@ pub(super) fn compile(
             }
         }
     }
-    let component = Component::new(engine, wasm).map_err(|e| Error::Load {
-        digest: digest.into(),
-        source: e.into(),
-    });
-    // NB: a compile frees most of what it allocated, on Cranelift's threads.
-    crate::heap::trim();
-    let component = component?;
+    let component = match &config.compiler {
+        Some(program) => compile_in_child(engine, program, config, wasm, digest)?,
+        None => None,
+    };
+    let component = match component {
+        Some(component) => component,
+        None => compile_here(engine, wasm, digest)?,
+    };
     if let Some(path) = path
         && let Err(e) = store_artifact(&component, &path)
     {
         warn!(digest, path = %path.display(), error = %e, "failed to cache the precompiled guest");
     }
     Ok(component)
+}
+
+/// Compiles `wasm` in this process.
+fn compile_here(engine: &Engine, wasm: &[u8], digest: &str) -> Result<Component, Error> {
+    let component = Component::new(engine, wasm).map_err(|e| Error::Load {
+        digest: digest.into(),
+        source: e.into(),
+    });
+    // NB: a compile frees most of what it allocated, on Cranelift's threads.
+    crate::heap::trim();
+    component
+}
+
+/// Compiles `wasm` by running `program` ([`compiler::in_child`]). `None` when the child could
+/// not do it for a reason of its own (it could not start, or its artifact does not fit this
+/// engine): the caller compiles here instead. An invalid component, or a compile the child did
+/// not survive, is an error: a compile here would fail the same way, or worse.
+fn compile_in_child(
+    engine: &Engine,
+    program: &Path,
+    config: &Config,
+    wasm: &[u8],
+    digest: &str,
+) -> Result<Option<Component>, Error> {
+    let load_error = |e: ChildError| Error::Load {
+        digest: digest.into(),
+        source: e.into(),
+    };
+    let artifact = match compiler::in_child(program, config, wasm) {
+        Ok(artifact) => artifact,
+        Err(e @ ChildError::Unavailable(_)) => {
+            warn!(digest, program = %program.display(), error = %e, "compiling the guest in this process");
+            return Ok(None);
+        }
+        Err(e) => return Err(load_error(e)),
+    };
+    match deserialize(engine, &artifact) {
+        Ok(component) => {
+            debug!(
+                digest,
+                bytes = artifact.len(),
+                "compiled the guest in a child process"
+            );
+            Ok(Some(component))
+        }
+        Err(e) => {
+            warn!(digest, error = %e, "the child's artifact does not fit this engine; compiling the guest in this process");
+            Ok(None)
+        }
+    }
 }
 
 /// Links the contract's import and makes every other import (WASI, ...) a trap, then checks the
@@ -88,14 +148,15 @@ fn artifact_path(engine: &Engine, dir: &Path, digest: &str) -> PathBuf {
 }
 
 #[allow(unsafe_code)]
-fn deserialize(engine: &Engine, path: &Path) -> Result<Component, BoxError> {
-    // NB: read into memory rather than `deserialize_file`'s mmap: a cache file truncated while
-    // mapped (by hand, or another tool) would SIGBUS the operator. It costs ~0.1 ms per load.
-    let bytes = fs::read(path)?;
-    // SAFETY: the cache directory holds artifacts this host serialized itself (see
-    // `Config::cache_dir`: it must be writable only by the operator), and wasmtime checks that
+fn deserialize(engine: &Engine, bytes: &[u8]) -> Result<Component, BoxError> {
+    // NB: the cache file is read into memory rather than mapped (`deserialize_file`): one
+    // truncated while mapped (by hand, or another tool) would SIGBUS the operator. It costs
+    // ~0.1 ms per load.
+    // SAFETY: the bytes are an artifact this host serialized itself: from the cache directory
+    // (see `Config::cache_dir`: it must be writable only by the operator), or from the child
+    // process running the operator's own binary (`Config::compiler`); and wasmtime checks that
     // the artifact's version and engine settings match before using it.
-    Ok(unsafe { Component::deserialize(engine, &bytes) }?)
+    Ok(unsafe { Component::deserialize(engine, bytes) }?)
 }
 
 fn store_artifact(component: &Component, path: &Path) -> Result<(), BoxError> {

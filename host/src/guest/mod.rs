@@ -16,6 +16,7 @@
 
 pub mod admission;
 mod bindings;
+pub mod compiler;
 mod engine;
 mod error;
 mod inspect;
@@ -64,6 +65,9 @@ pub struct Config {
     /// **Warning**: artifacts there are loaded as native code; the directory must be writable
     /// only by the operator.
     pub cache_dir: Option<PathBuf>,
+    /// The program that compiles guests in a child process ([`compiler`]): the operator's own
+    /// binary, run as `<program> guest compile`. `None` compiles in this process.
+    pub compiler: Option<PathBuf>,
     /// `(apiVersion, kind)` pairs a guest may emit. Cluster-scoped and RBAC kinds are refused
     /// by [`Runtime::new`] even if listed here.
     pub allowed_kinds: Vec<(String, String)>,
@@ -75,7 +79,7 @@ pub struct Config {
 
 impl Default for Config {
     /// 100 ms deadline, 64 MiB memory per instance and a 256 MiB budget (4 instances at once),
-    /// no fuel, no disk cache, `apps/v1 Deployment` and `v1 Service`, 1 MiB of output, the
+    /// no fuel, no disk cache, compiled in this process, `apps/v1 Deployment` and `v1 Service`, 1 MiB of output, the
     /// default [`admission::Config`].
     fn default() -> Self {
         Self {
@@ -84,6 +88,7 @@ impl Default for Config {
             memory_budget: DEFAULT_MEMORY_BUDGET,
             fuel: None,
             cache_dir: None,
+            compiler: None,
             allowed_kinds: vec![
                 ("apps/v1".into(), "Deployment".into()),
                 ("v1".into(), "Service".into()),
@@ -211,12 +216,7 @@ impl Runtime {
             });
         }
         let engine = &self.shared.engine;
-        let component = loader::compile(
-            engine,
-            wasm,
-            &digest,
-            self.shared.config.cache_dir.as_deref(),
-        )?;
+        let component = loader::compile(engine, &self.shared.config, wasm, &digest)?;
         let pre = loader::link(engine, &component, &digest)?;
         let inspection = inspect::inspect(engine, &component, &digest, wasm.len());
         let loaded = Arc::new(Loaded {
@@ -243,12 +243,7 @@ impl Runtime {
             return Ok(loaded.inspection.clone());
         }
         let engine = &self.shared.engine;
-        let component = loader::compile(
-            engine,
-            wasm,
-            &digest,
-            self.shared.config.cache_dir.as_deref(),
-        )?;
+        let component = loader::compile(engine, &self.shared.config, wasm, &digest)?;
         Ok(inspect::inspect(engine, &component, &digest, wasm.len()))
     }
 
