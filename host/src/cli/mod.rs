@@ -1,5 +1,6 @@
 //! Command-line interface: one submodule per subcommand.
 
+pub mod conformance;
 mod connect;
 pub mod crd;
 pub mod inspect;
@@ -51,6 +52,9 @@ pub enum GuestCommand {
     /// Sign a guest with an Ed25519 private key, for an operator run with
     /// `--guest-trusted-key`.
     Sign(sign::Args),
+    /// Run a directory of cases (input.yaml and expected.yaml or expected-error.txt each)
+    /// through a guest and show what differs.
+    Test(conformance::Args),
 }
 
 /// Sends `tracing` events (guest logs among them) to stderr, filtered by `RUST_LOG` (default
@@ -72,6 +76,7 @@ pub async fn exec(cli: Cli) -> crate::Result<()> {
         Command::Guest(GuestCommand::Inspect(args)) => inspect::exec(args).await,
         Command::Guest(GuestCommand::Push(args)) => push::exec(args).await,
         Command::Guest(GuestCommand::Sign(args)) => sign::exec(args).await,
+        Command::Guest(GuestCommand::Test(args)) => conformance::exec(args).await,
         Command::Plan(args) => plan::exec(args).await,
         Command::Crd(args) => crd::exec(args).await,
     }
