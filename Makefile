@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help setup run test chaos bench bench-scale cluster-build cluster-up cluster-down crd fmt lint \
+.PHONY: help setup run test chaos bench bench-scale guests cluster-build cluster-up cluster-down crd fmt lint \
 	install uninstall deploy undeploy docker-build docker-push image image-push image-test \
 	image-tools
 
@@ -23,6 +23,9 @@ chaos: ## Long fault scenarios (API server restarts, compaction, partition, 10,0
 
 bench: ## Guest call cost benchmark (prints figures).
 	hack/bench.sh
+
+guests: ## Build the Python and JavaScript example guests into target/guests (cached).
+	hack/guests/build.sh
 
 bench-scale: ## Scale benchmark on the local control plane, side by side with the Go seed operator.
 	hack/bench-scale.sh

@@ -2,8 +2,9 @@
 # Installs what the project needs on a fresh machine, idempotently: the Debian packages the
 # scripts use (only when missing), the wasm32-wasip2 Rust target for the guest and the
 # x86_64-unknown-linux-musl one for the image's static binary, and the Go-built local control
-# plane, helm and Toxiproxy (the fault tests' proxy), cached under ~/.cache/app-operator; a warm
-# run does no Go work. crane and the OCI registry of the image targets are built on their first
+# plane, helm and Toxiproxy (the fault tests' proxy), and the example guests' build tools
+# (componentize-py from PyPI, ComponentizeJS from npm), cached under ~/.cache/app-operator; a
+# warm run does no Go, pip or npm work. crane and the OCI registry of the image targets are built on their first
 # use (build-imagetools.sh).
 #
 # Usage: hack/setup.sh
@@ -57,6 +58,11 @@ install_rust_targets() {
   done
 }
 
+check_python_node() {
+  command -v python3 >/dev/null || die "python3 is not installed; the Python example guest needs it"
+  command -v npm >/dev/null || die "node and npm are not installed; the JavaScript example guest needs them"
+}
+
 check_go() {
   command -v go >/dev/null || die "go is not installed; the control plane needs Go >= 1.26"
 }
@@ -65,9 +71,11 @@ main() {
   install_debian_packages
   install_rust_targets
   check_go
+  check_python_node
   "$ROOT/hack/controlplane/build.sh" >/dev/null
   "$ROOT/hack/controlplane/build-helm.sh" >/dev/null
   "$ROOT/hack/controlplane/build-toxiproxy.sh" >/dev/null
+  "$ROOT/hack/guests/install-tools.sh" >/dev/null
   log "ok"
 }
 

@@ -25,6 +25,8 @@ stop_cluster() {
 main() {
   export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
   hack/setup.sh
+  # The Python and JavaScript example guests, for the conformance suite (host/tests/golden.rs).
+  hack/guests/build.sh >/dev/null
   # shellcheck source=hack/controlplane/env.sh
   source hack/controlplane/env.sh
   if cp_cluster_running; then

@@ -1,6 +1,10 @@
 //! Guest call cost: a fresh Store per call through the production runtime, against the same
 //! mapping compiled natively; plus compile and precompiled-load times. Prints figures.
 //!
+//! Then the same for the Python and JavaScript example guests (`make guests`, in
+//! `target/guests/` or `$APP_OPERATOR_GUESTS_DIR`), with fewer calls: a compile, precompiled
+//! loads and fresh-instance calls.
+//!
 //! Run with `make bench` (or `cargo bench -p app-operator --bench guest`).
 
 use std::hint::black_box;
@@ -18,6 +22,10 @@ const CALLS: usize = 20_000;
 const LOADS: usize = 10;
 /// Alternated rounds of the with/without output policy comparison.
 const ROUNDS: usize = 3;
+/// Calls, warm-up calls and precompiled loads of each big (Python, JavaScript) guest.
+const BIG_CALLS: usize = 500;
+const BIG_WARMUP: usize = 20;
+const BIG_LOADS: usize = 5;
 
 fn main() {
     let app = read_app(SAMPLE.as_ref()).expect("the sample parses");
@@ -98,7 +106,74 @@ fn main() {
         "ratio guest call / native at p50: {:.1}x",
         call.0.as_secs_f64() / native.0.as_secs_f64()
     );
+    for name in ["python", "javascript"] {
+        big_guest(name, &app, &cache);
+    }
     let _ = std::fs::remove_dir_all(cache);
+}
+
+/// Compile, precompiled load and fresh-instance call of the example guest `name`.
+fn big_guest(name: &str, app: &AppService, cache: &std::path::Path) {
+    let dir = std::env::var_os("APP_OPERATOR_GUESTS_DIR")
+        .map_or_else(|| "../target/guests".into(), std::path::PathBuf::from);
+    let path = dir.join(format!("{name}.wasm"));
+    let Ok(wasm) = std::fs::read(&path) else {
+        println!(
+            "{name} guest: {} missing, skipped (run `make guests`)",
+            path.display()
+        );
+        return;
+    };
+    let config = guest::Config {
+        cache_dir: Some(cache.to_owned()),
+        ..guest::Config::default()
+    };
+    let hwm = peak_rss_mib();
+    let compile = time(|| {
+        guest::Runtime::new(config.clone())
+            .expect("valid config")
+            .load(&wasm)
+            .expect("compiles")
+    });
+    println!(
+        "{name} guest ({:.1} MB): compile (Component::new + link + write the cache) {}, \
+         process peak RSS {hwm:.0} -> {:.0} MiB",
+        wasm.len() as f64 / 1e6,
+        ms(compile),
+        peak_rss_mib()
+    );
+    let load = median((0..BIG_LOADS).map(|_| {
+        let runtime = guest::Runtime::new(config.clone()).expect("valid config");
+        time(|| runtime.load(&wasm).expect("loads precompiled"))
+    }));
+    println!(
+        "{name} guest: precompiled load (read + deserialize + link), median of {BIG_LOADS}: {}",
+        ms(load)
+    );
+    let policy = guest::Runtime::new(config)
+        .expect("valid")
+        .load(&wasm)
+        .expect("loads");
+    let call = sample(BIG_WARMUP, BIG_CALLS, || {
+        policy.bench_call(app).expect("renders")
+    });
+    println!(
+        "{name} guest: call, fresh Store (convert + instantiate + call + drop), {BIG_CALLS} calls: \
+         p50 {} p99 {} max {}",
+        ms(call.0),
+        ms(call.1),
+        ms(call.2)
+    );
+}
+
+/// The process's peak resident memory so far (`VmHWM`), in MiB.
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
 }
 
 /// The conversion the host does for the guest, into the guest crate's native types.
@@ -154,13 +229,22 @@ fn median(samples: impl Iterator<Item = Duration>) -> Duration {
 }
 
 /// (p50, p99, max) of `CALLS` timed calls after `WARMUP` untimed ones.
-fn percentiles(mut f: impl FnMut() -> usize) -> (Duration, Duration, Duration) {
-    for _ in 0..WARMUP {
+fn percentiles(f: impl FnMut() -> usize) -> (Duration, Duration, Duration) {
+    sample(WARMUP, CALLS, f)
+}
+
+/// (p50, p99, max) of `calls` timed calls after `warmup` untimed ones.
+fn sample(
+    warmup: usize,
+    calls: usize,
+    mut f: impl FnMut() -> usize,
+) -> (Duration, Duration, Duration) {
+    for _ in 0..warmup {
         black_box(f());
     }
-    let mut v: Vec<Duration> = (0..CALLS).map(|_| time(&mut f)).collect();
+    let mut v: Vec<Duration> = (0..calls).map(|_| time(&mut f)).collect();
     v.sort();
-    (v[CALLS / 2], v[CALLS * 99 / 100], v[CALLS - 1])
+    (v[calls / 2], v[calls * 99 / 100], v[calls - 1])
 }
 
 /// The round with the lowest p50.

@@ -1,72 +1,94 @@
-//! Golden tests: each folder under `tests/golden/` holds an `input.yaml` and either the
-//! `expected.yaml` that `app-operator render` prints or the `expected-error.txt` it fails with,
-//! rendered through the production runtime and the compiled default guest. `BLESS=1` rewrites
-//! the expectations. The guest digest is written as `sha256:<default guest>`.
+//! Golden tests, the conformance suite of every guest: each folder under `tests/golden/` holds
+//! an `input.yaml` and either the `expected.yaml` that `app-operator render` prints or the
+//! `expected-error.txt` it fails with, run through the production runtime and
+//! `cli::conformance` (what `app-operator guest test` runs) against the compiled default guest
+//! and the Python and JavaScript example guests, which must give the same output. `BLESS=1`
+//! rewrites the expectations from the default guest.
+//!
+//! The example guests come from `make guests` (hack/guests/build.sh, run by `make test`) in
+//! `target/guests/`, or `$APP_OPERATOR_GUESTS_DIR`; their compiled code is cached in a
+//! `precompiled/` directory beside them, shared by every test that loads them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use app_operator::cli::render;
+use app_operator::cli::conformance;
 use app_operator::guest;
 
 const GOLDEN: &str = "../tests/golden";
 
-/// Stands for the default guest's digest in expectations.
-const DIGEST: &str = "sha256:<default guest>";
-
 #[tokio::test(flavor = "multi_thread")]
-async fn golden_cases() {
+async fn golden_cases_default_guest() {
     let runtime = guest::Runtime::new(guest::Config::default()).expect("default config is valid");
     let policy = runtime.load_default().expect("the default guest loads");
-    let bless = std::env::var_os("BLESS").is_some_and(|v| v == "1");
-    let mut failures = Vec::new();
-    let mut cases: Vec<PathBuf> = fs::read_dir(GOLDEN)
-        .expect("tests/golden exists")
-        .map(|e| e.expect("readable golden dir").path())
-        .filter(|p| p.join("input.yaml").is_file())
-        .collect();
-    cases.sort();
+    if std::env::var_os("BLESS").is_some_and(|v| v == "1") {
+        bless(&policy).await;
+    }
+    suite(&policy).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn golden_cases_python_guest() {
+    suite(&example_guest("python")).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn golden_cases_javascript_guest() {
+    suite(&example_guest("javascript")).await;
+}
+
+/// Runs every golden case through `policy`; fails with the report of each failed case.
+async fn suite(policy: &guest::Policy) {
+    let cases = conformance::cases(Path::new(GOLDEN)).expect("tests/golden has cases");
     assert!(cases.len() >= 8, "expected the golden cases under {GOLDEN}");
+    let mut failures = String::new();
     for case in &cases {
-        let actual = outcome(&policy, &case.join("input.yaml")).await;
-        let (file, stale) = match &actual {
-            Ok(_) => ("expected.yaml", "expected-error.txt"),
-            Err(_) => ("expected-error.txt", "expected.yaml"),
-        };
-        // NB: the digest changes with every guest or toolchain change; the mapping is what is
-        // under test here.
-        let actual = match actual {
-            Ok(yaml) => yaml.replace(policy.digest(), DIGEST),
-            Err(message) => format!("{message}\n"),
-        };
-        if bless {
-            fs::write(case.join(file), &actual).expect("write expectation");
-            let _ = fs::remove_file(case.join(stale));
-            continue;
-        }
-        match fs::read_to_string(case.join(file)) {
-            Ok(expected) if expected == actual => {}
-            Ok(expected) => failures.push(format!(
-                "{}: {file} differs\n--- expected\n{expected}--- actual\n{actual}",
-                case.display()
-            )),
-            Err(_) => failures.push(format!("{}: no {file}; actual:\n{actual}", case.display())),
+        let verdict = conformance::check(policy, case).await;
+        if !verdict.passed() {
+            failures.push_str(&verdict.report(&conformance::name(case)));
         }
     }
     assert!(
         failures.is_empty(),
-        "{}\n(run with BLESS=1 to accept)",
-        failures.join("\n")
+        "guest {}:\n{failures}(run with BLESS=1 to accept the default guest's output)",
+        policy.digest()
     );
 }
 
-/// What `render` prints, or its one-line error as `main` prints it (without `error: `).
-async fn outcome(policy: &guest::Policy, input: &Path) -> Result<String, String> {
-    let result = match render::read_app(input) {
-        Ok(app) => render::render(policy, &app).await,
-        Err(e) => Err(e),
+async fn bless(policy: &guest::Policy) {
+    for case in conformance::cases(Path::new(GOLDEN)).expect("tests/golden has cases") {
+        let actual = conformance::outcome(policy, &case).await;
+        fs::write(case.join(actual.file), &actual.text).expect("write expectation");
+        for stale in ["expected.yaml", "expected-error.txt"] {
+            if stale != actual.file {
+                let _ = fs::remove_file(case.join(stale));
+            }
+        }
+    }
+}
+
+/// Where `make guests` puts the example guests.
+fn guests_dir() -> PathBuf {
+    std::env::var_os("APP_OPERATOR_GUESTS_DIR")
+        .map_or_else(|| PathBuf::from("../target/guests"), PathBuf::from)
+}
+
+/// Loads `target/guests/<name>.wasm` through a runtime whose precompiled cache is shared by
+/// the tests; fails, saying how to build it, when it is missing.
+fn example_guest(name: &str) -> guest::Policy {
+    let path = guests_dir().join(format!("{name}.wasm"));
+    let wasm = fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the example guests with `make guests` (hack/guests/build.sh)",
+            path.display()
+        )
+    });
+    let config = guest::Config {
+        cache_dir: Some(guests_dir().join("precompiled")),
+        ..guest::Config::default()
     };
-    result.map_err(|e| format!("{:#}", anyhow::Error::from(e)))
+    let runtime = guest::Runtime::new(config).expect("valid config");
+    runtime.load(&wasm).expect("the example guest loads")
 }
 
 #[test]

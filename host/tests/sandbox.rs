@@ -166,12 +166,70 @@ async fn panic_is_a_trap_with_the_panic_message() {
     assert!(err.to_string().contains("panics on purpose"));
 }
 
+/// The report a WASI misdeed returns as its policy error.
+async fn wasi_report(name: &str) -> String {
+    match misbehave(name).await {
+        Error::Policy(PolicyError::Other(report)) => report,
+        other => panic!("expected the guest's report, got {other:?}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn wasi_calls_trap() {
-    match misbehave("wasi").await {
-        Error::Trap { reason, .. } => assert!(reason.contains("wasi:"), "{reason}"),
+async fn a_file_read_finds_no_filesystem() {
+    let report = wasi_report("read-file").await;
+    // NB: with no preopened directory, wasi-libc finds no directory to resolve the path in.
+    assert!(report.starts_with("read-file: Err("), "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_environment_is_empty() {
+    assert_eq!(
+        wasi_report("environment").await,
+        // NB: wasi-libc reports `/` when the host grants no initial directory.
+        "environment: 0 variables, 0 arguments, cwd Some(\"/\")"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_socket_is_refused() {
+    assert_eq!(wasi_report("socket").await, "socket: Err(PermissionDenied)");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clocks_are_virtual_and_a_sleep_returns_at_once() {
+    let start = Instant::now();
+    let report = wasi_report("clock").await;
+    // An hour on the virtual clock, 2000-01-01T00:00:00Z on the wall clock, within a 50 ms
+    // deadline.
+    assert_eq!(report, "clock: slept 3600 s, wall clock Ok(946684800)");
+    assert!(start.elapsed() < Duration::from_secs(60), "no real sleep");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_is_a_trap() {
+    match misbehave("exit").await {
+        // NB: WASI 0.2's `exit` carries success or failure only: any non-zero code is 1.
+        Error::Trap { reason, .. } => assert!(reason.contains("exit status 1"), "{reason}"),
         other => panic!("expected a trap, got {other:?}"),
     }
+}
+
+#[test]
+fn a_megabyte_on_stdout_and_stderr_is_truncated() {
+    let (out, text) = captured_logs(|| hostile().render_blocking(&app("print-megabyte"), None));
+    out.expect("printing is not an error");
+    let lines = |stream: &str| {
+        text.lines()
+            .filter(|l| l.contains(" guest:") && l.contains(&format!("stream=\"{stream}\"")))
+            .count()
+    };
+    // 4 KiB of 1000-byte lines: 4 whole lines and the start of a fifth, plus one warning.
+    assert_eq!(lines("stdout"), 6, "{text}");
+    assert_eq!(lines("stderr"), 6, "{text}");
+    assert!(
+        text.contains("budget of 4096 bytes per call exhausted"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -291,6 +349,16 @@ fn every_call_gets_a_fresh_instance() {
 
 #[test]
 fn guest_logs_are_truncated_and_budgeted() {
+    let (out, text) = captured_logs(|| hostile().render_blocking(&app("log-flood"), None));
+    out.expect("a log flood is not an error");
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" guest:")).collect();
+    assert_eq!(lines.len(), 33, "32 lines and one budget warning:\n{text}");
+    assert!(lines.iter().all(|l| l.len() < 1300), "lines are truncated");
+    assert!(lines[32].contains("log budget"), "{}", lines[32]);
+}
+
+/// Runs `f` with every `tracing` event captured as text; returns its result and the text.
+fn captured_logs<T>(f: impl FnOnce() -> T) -> (T, String) {
     let captured = Arc::new(Mutex::new(Vec::new()));
     let sink = captured.clone();
     let subscriber = tracing_subscriber::fmt()
@@ -298,16 +366,10 @@ fn guest_logs_are_truncated_and_budgeted() {
         .with_ansi(false)
         .with_writer(move || Sink(sink.clone()))
         .finish();
-    let out = tracing::subscriber::with_default(subscriber, || {
-        hostile().render_blocking(&app("log-flood"), None)
-    });
-    out.expect("a log flood is not an error");
+    let out = tracing::subscriber::with_default(subscriber, f);
     let text =
         String::from_utf8(captured.lock().expect("not poisoned").clone()).expect("utf-8 logs");
-    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" guest:")).collect();
-    assert_eq!(lines.len(), 33, "32 lines and one budget warning:\n{text}");
-    assert!(lines.iter().all(|l| l.len() < 1300), "lines are truncated");
-    assert!(lines[32].contains("log budget"), "{}", lines[32]);
+    (out, text)
 }
 
 struct Sink(Arc<Mutex<Vec<u8>>>);
@@ -386,21 +448,24 @@ fn forbidden_kinds_cannot_be_allowed() {
 }
 
 #[test]
-fn inspect_reports_world_and_denied_imports() {
+fn inspect_reports_world_and_granted_and_denied_imports() {
     let i = RUNTIME.inspect(guest::default_guest()).expect("inspects");
     assert_eq!(
         i.world.as_deref(),
         Some("kudevops:appservice/appservice-policy@0.1.0")
     );
-    assert!(
+    let import = |prefix: &str| {
         i.imports
             .iter()
-            .any(|m| m.name.starts_with("kudevops:appservice/host@") && m.provided)
-    );
+            .find(|m| m.name.starts_with(prefix))
+            .unwrap_or_else(|| panic!("the default guest imports {prefix}: {:?}", i.imports))
+    };
+    assert!(import("kudevops:appservice/host@").granted);
+    let stdout = import("wasi:cli/stdout@");
     assert!(
-        i.imports
-            .iter()
-            .filter(|m| m.name.starts_with("wasi:"))
-            .all(|m| !m.provided)
+        stdout.granted && stdout.how.contains("guest log"),
+        "{stdout:?}"
     );
+    assert!(!import("wasi:cli/stdin@").granted);
+    assert!(!import("wasi:cli/terminal-stdout@").granted);
 }

@@ -42,12 +42,8 @@ pub fn format(i: &Inspection) -> String {
     let _ = writeln!(out, "imports:");
     let width = i.imports.iter().map(|m| m.name.len()).max().unwrap_or(0);
     for m in &i.imports {
-        let how = if m.provided {
-            "provided by the host"
-        } else {
-            "denied: traps if called"
-        };
-        let _ = writeln!(out, "  {:width$}  {how}", m.name);
+        let verdict = if m.granted { "granted" } else { "denied" };
+        let _ = writeln!(out, "  {:width$}  {verdict}: {}", m.name, m.how);
     }
     out
 }
@@ -67,22 +63,24 @@ mod tests {
             imports: vec![
                 Import {
                     name: "kudevops:appservice/host@0.1.0".into(),
-                    provided: true,
+                    granted: true,
+                    how: "the contract".into(),
                 },
                 Import {
-                    name: "wasi:cli/stdout@0.2.6".into(),
-                    provided: false,
+                    name: "wasi:cli/stdin@0.2.6".into(),
+                    granted: false,
+                    how: "closed".into(),
                 },
             ],
         };
         let text = format(&i);
         assert!(text.contains("world:   none"), "{text}");
         assert!(
-            text.contains("  kudevops:appservice/host@0.1.0  provided by the host\n"),
+            text.contains("  kudevops:appservice/host@0.1.0  granted: the contract\n"),
             "{text}"
         );
         assert!(
-            text.contains("  wasi:cli/stdout@0.2.6           denied: traps if called\n"),
+            text.contains("  wasi:cli/stdin@0.2.6            denied: closed\n"),
             "{text}"
         );
     }

@@ -1,6 +1,7 @@
 //! Command-line interface: one submodule per subcommand.
 
 pub mod compile;
+pub mod conformance;
 mod connect;
 pub mod crd;
 pub mod inspect;
@@ -55,6 +56,9 @@ pub enum GuestCommand {
     /// The child process that compiles a guest for the operator (internal).
     #[command(hide = true)]
     Compile(compile::Args),
+    /// Run a directory of cases (input.yaml and expected.yaml or expected-error.txt each)
+    /// through a guest and show what differs.
+    Test(conformance::Args),
 }
 
 /// Sends `tracing` events (guest logs among them) to stderr, filtered by `RUST_LOG` (default
@@ -84,6 +88,7 @@ pub async fn exec(cli: Cli) -> crate::Result<()> {
                 _ => Err(crate::Error::Input("guest compile failed".into())),
             }
         }
+        Command::Guest(GuestCommand::Test(args)) => conformance::exec(args).await,
         Command::Plan(args) => plan::exec(args).await,
         Command::Crd(args) => crd::exec(args).await,
     }

@@ -61,10 +61,18 @@ pub struct Args {
     pub connection: Connection,
 }
 
+/// Most bytes of `data` and `binaryData` a ConfigMap may hold: the API server refuses more
+/// (counted before base64, which makes the stored object about 4/3 of it).
+const CONFIGMAP_MAX_BYTES: usize = 1 << 20;
+
 /// Runs the subcommand.
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let wasm = super::render::read(&args.file)?;
+    // NB: before connecting, so nothing is written.
+    if let Some(problem) = too_big(&args.file, wasm.len(), wasm.len()) {
+        return Err(Error::Input(problem));
+    }
     let digest = crate::guest::digest(&wasm);
     if let Some(text) = &args.canary {
         selector::parse(text).map_err(|e| Error::Input(e.to_string()))?;
@@ -87,6 +95,7 @@ pub async fn exec(args: Args) -> Result<()> {
     {
         return Err(Error::Input(format!("ConfigMap {ns}/{name} {problem}")));
     }
+    let size = wasm.len();
     let cm = update(
         existing.clone().unwrap_or_else(|| empty(name)),
         &args,
@@ -94,6 +103,9 @@ pub async fn exec(args: Args) -> Result<()> {
         &digest,
         signature.as_ref(),
     );
+    if let Some(problem) = too_big(&args.file, size, data_bytes(&cm)) {
+        return Err(Error::Input(format!("ConfigMap {ns}/{name}: {problem}")));
+    }
     let written = match existing {
         Some(_) => api.replace(name, &PostParams::default(), &cm).await,
         None => api.create(&PostParams::default(), &cm).await,
@@ -110,6 +122,40 @@ pub async fn exec(args: Args) -> Result<()> {
         wait(&api, name, &digest, role, Duration::from_secs(args.wait)).await?;
     }
     Ok(())
+}
+
+/// Why a guest of `size` bytes cannot go into a ConfigMap that would then hold `total` bytes
+/// of data, if it cannot.
+fn too_big(file: &Path, size: usize, total: usize) -> Option<String> {
+    if total <= CONFIGMAP_MAX_BYTES {
+        return None;
+    }
+    let mib = |n: usize| n as f64 / f64::from(1 << 20);
+    let what = if total == size {
+        format!("{} is {size} bytes ({:.1} MiB)", file.display(), mib(size))
+    } else {
+        format!(
+            "{} ({size} bytes) would bring the ConfigMap's data to {total} bytes",
+            file.display()
+        )
+    };
+    Some(format!(
+        "{what}, too big for the guest ConfigMap: a ConfigMap holds at most 1 MiB \
+         ({CONFIGMAP_MAX_BYTES} bytes of data, before base64). Nothing was written. Run it with \
+         `app-operator run --guest <file>` for now; distributing guests from an OCI registry \
+         is the way for big guests (an open issue, #16)"
+    ))
+}
+
+/// Bytes of a ConfigMap's `data` and `binaryData`, as the API server counts them.
+fn data_bytes(cm: &ConfigMap) -> usize {
+    let data = cm.data.iter().flatten().map(|(k, v)| k.len() + v.len());
+    let binary = cm
+        .binary_data
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.0.len());
+    data.chain(binary).sum()
 }
 
 fn empty(name: &str) -> ConfigMap {
@@ -235,7 +281,10 @@ mod tests {
     use clap::Parser;
     use k8s_openapi::ByteString;
 
-    use super::{Args, empty, stale_pin, update};
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    use super::{Args, CONFIGMAP_MAX_BYTES, data_bytes, empty, stale_pin, too_big, update};
     use crate::cli::{Cli, Command, GuestCommand};
     use crate::swap::trust::{self, Signature};
 
@@ -296,6 +345,43 @@ mod tests {
         let cm = update(cm, &args(&line), b"canary".to_vec(), "d", Some(&canary));
         let cm = update(cm, &args(&["b.wasm"]), b"canary".to_vec(), "d", None);
         assert_eq!(keys(&cm), ["guest.wasm"]);
+    }
+
+    #[test]
+    fn a_guest_too_big_for_a_configmap_is_refused_with_the_reason() {
+        let file = Path::new("py.wasm");
+        assert_eq!(too_big(file, 100_000, 100_000), None);
+        assert_eq!(
+            too_big(file, CONFIGMAP_MAX_BYTES, CONFIGMAP_MAX_BYTES),
+            None
+        );
+        let alone = too_big(file, 18_454_145, 18_454_145).expect("18 MB is too big");
+        assert!(
+            alone.starts_with("py.wasm is 18454145 bytes (17.6 MiB), too big"),
+            "{alone}"
+        );
+        assert!(alone.contains("at most 1 MiB"), "{alone}");
+        assert!(alone.contains("Nothing was written"), "{alone}");
+        assert!(alone.contains("OCI registry"), "{alone}");
+        // A canary that fits alone but not beside the stable guest.
+        let beside = too_big(file, 600_000, 1_200_000).expect("the sum is too big");
+        assert!(
+            beside.starts_with(
+                "py.wasm (600000 bytes) would bring the ConfigMap's data to 1200000 bytes"
+            ),
+            "{beside}"
+        );
+    }
+
+    #[test]
+    fn the_configmap_size_counts_keys_and_raw_bytes() {
+        let mut cm = empty("g");
+        cm.binary_data = Some(BTreeMap::from([(
+            "guest.wasm".to_owned(),
+            ByteString(vec![0; 1000]),
+        )]));
+        cm.data = Some(BTreeMap::from([("note".to_owned(), "abc".to_owned())]));
+        assert_eq!(data_bytes(&cm), 10 + 1000 + 4 + 3);
     }
 
     #[test]

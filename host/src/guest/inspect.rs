@@ -4,6 +4,7 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::bindings::{EXPORT_PREFIX, WORLD};
+use super::wasi;
 
 /// A description of a guest component, for `app-operator guest inspect`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,8 +26,11 @@ pub struct Inspection {
 pub struct Import {
     /// e.g. `kudevops:appservice/host@0.1.0` or `wasi:cli/stdout@0.2.6`.
     pub name: String,
-    /// `true` when the host implements it; `false` means every call to it traps.
-    pub provided: bool,
+    /// `true` when the host grants what it asks for; `false` when it is denied: calls to it
+    /// trap, or fail or find nothing as [`Import::how`] says.
+    pub granted: bool,
+    /// How it is granted or denied, e.g. `stdout -> guest log (info), 4 KiB/call, ...`.
+    pub how: String,
 }
 
 /// Describes a compiled component.
@@ -50,9 +54,18 @@ pub(super) fn inspect(
         });
     let imports = ty
         .imports(engine)
-        .map(|(name, _)| Import {
-            provided: name.starts_with("kudevops:appservice/"),
-            name: name.to_owned(),
+        .map(|(name, _)| {
+            let (granted, how) = if name.starts_with("kudevops:appservice/") {
+                (true, "the contract, provided by the host".to_owned())
+            } else {
+                wasi::grant(name)
+                    .unwrap_or((false, "not provided: the guest does not load".to_owned()))
+            };
+            Import {
+                name: name.to_owned(),
+                granted,
+                how,
+            }
         })
         .collect();
     Inspection {

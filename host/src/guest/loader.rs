@@ -1,6 +1,6 @@
 //! From guest bytes to a pre-linked component: digest, compile (in a child process when
 //! configured, [`super::compiler`]) or load the precompiled artifact from the disk cache, then
-//! link the `host` import and trap stubs for everything else.
+//! link the `host` import and the locked-down WASI when the guest imports it.
 
 use std::fs;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -14,7 +14,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use super::bindings::{AppservicePolicy, AppservicePolicyPre};
 use super::compiler::{self, ChildError};
 use super::store::State;
-use super::{BoxError, Config, Error};
+use super::{BoxError, Config, Error, wasi};
 
 /// `sha256:<hex>` of the bytes: a guest's identity in status, annotations and metrics.
 pub fn digest(wasm: &[u8]) -> String {
@@ -114,8 +114,9 @@ fn compile_in_child(
     }
 }
 
-/// Links the contract's import and makes every other import (WASI, ...) a trap, then checks the
-/// component exports the contract.
+/// Links the contract's import and, if the component imports any WASI, the locked-down WASI,
+/// then checks the component exports the contract. A component that imports anything else fails
+/// to load, naming the import.
 pub(super) fn link(
     engine: &Engine,
     component: &Component,
@@ -128,11 +129,13 @@ pub(super) fn link(
     let mut linker = Linker::<State>::new(engine);
     AppservicePolicy::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
         .map_err(load_error)?;
-    // NB: a Rust std guest imports WASI (environment, stdio, clocks, filesystem...) even when it
-    // never calls it. The sandbox grants none of it: each such import traps when called.
-    linker
-        .define_unknown_imports_as_traps(component)
-        .map_err(load_error)?;
+    // NB: a Rust std guest imports WASI (environment, stdio, exit) even when it never calls it;
+    // CPython and SpiderMonkey call it at start-up. What it grants: `wasi.rs`. No trap stubs
+    // for the rest: `define_unknown_imports_as_traps` defines an import's exact version, say
+    // `wasi:io/poll@0.2.9`, which then shadows the semver-compatible `@0.2.12` linked here.
+    if wasi::imported(engine, component) {
+        wasi::add_to_linker(&mut linker).map_err(load_error)?;
+    }
     let pre = linker.instantiate_pre(component).map_err(load_error)?;
     AppservicePolicyPre::new(pre).map_err(load_error)
 }

@@ -21,8 +21,10 @@ mod engine;
 mod error;
 mod inspect;
 mod loader;
+mod log_stream;
 mod store;
 mod validate;
+mod wasi;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

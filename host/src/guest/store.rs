@@ -7,7 +7,10 @@ use std::time::Duration;
 use tracing::{Level, event, warn};
 use wasmtime::{Engine, ResourceLimiter, Store, Trap};
 
+use wasmtime_wasi::{WasiCtxView, WasiView};
+
 use super::bindings::{AppservicePolicyPre, DesiredObject, host, types};
+use super::wasi::Wasi;
 use super::{Error, TABLE_ELEMENT_BYTES};
 
 /// Log lines kept per call; the rest are dropped with one warning.
@@ -26,7 +29,8 @@ pub(super) struct Limits {
     pub fuel: Option<u64>,
 }
 
-/// The per-call host state: the limiter and the log budget.
+/// The per-call host state: the limiter, the log budget and, once the guest calls WASI, its
+/// locked-down WASI context.
 pub(super) struct State {
     digest: Arc<str>,
     memory_limit: usize,
@@ -35,6 +39,9 @@ pub(super) struct State {
     memory_exceeded: bool,
     log_lines: u32,
     last_error: Option<String>,
+    /// NB: made on the first WASI call (`State::wasi`), so guests that never call WASI pay
+    /// nothing for it.
+    wasi: Option<Box<Wasi>>,
 }
 
 /// What `render` returned: objects, or the guest's refusal.
@@ -55,6 +62,7 @@ pub(super) fn call(
         memory_exceeded: false,
         log_lines: 0,
         last_error: None,
+        wasi: None,
     };
     let mut store = Store::new(engine, state);
     store.limiter(|s| s as &mut dyn ResourceLimiter);
@@ -66,13 +74,18 @@ pub(super) fn call(
     }
     let instance = match pre.instantiate(&mut store) {
         Ok(i) => i,
-        Err(e) if is_limit(&e, store.data()) => return Err(classify(e, store.data_mut(), limits)),
+        Err(e) if is_limit(&e, store.data()) => {
+            store.data_mut().finish_wasi();
+            return Err(classify(e, store.data_mut(), limits));
+        }
         Err(e) => return Err(Error::Instantiate(e.into())),
     };
-    instance
+    let output = instance
         .kudevops_appservice_policy()
-        .call_render(&mut store, input)
-        .map_err(|e| classify(e, store.data_mut(), limits))
+        .call_render(&mut store, input);
+    let state = store.data_mut();
+    state.finish_wasi();
+    output.map_err(|e| classify(e, state, limits))
 }
 
 fn is_limit(e: &wasmtime::Error, state: &State) -> bool {
@@ -99,6 +112,22 @@ fn classify(e: wasmtime::Error, state: &mut State, limits: &Limits) -> Error {
 }
 
 impl State {
+    /// The guest's WASI context, made on first use.
+    pub(super) fn wasi(&mut self) -> &mut Wasi {
+        let digest = &self.digest;
+        self.wasi.get_or_insert_with(|| Box::new(Wasi::new(digest)))
+    }
+
+    /// Logs the guest's unfinished stdio lines; its last stderr line (a runtime's report of an
+    /// uncaught exception) stands for the error message when it logged none through `host.log`.
+    fn finish_wasi(&mut self) {
+        if let Some(line) = self.wasi.as_ref().and_then(|w| w.finish())
+            && self.last_error.is_none()
+        {
+            self.last_error = Some(line);
+        }
+    }
+
     /// Grants a growth of one memory or table from `current` to `desired` bytes if the instance's
     /// total stays within the limit. NB: wasmtime asks with `current` 0 when it creates a memory
     /// or table, so the total covers the initial sizes as well.
@@ -146,6 +175,12 @@ impl ResourceLimiter for State {
             current.saturating_mul(TABLE_ELEMENT_BYTES),
             desired.saturating_mul(TABLE_ELEMENT_BYTES),
         )
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        self.wasi().view()
     }
 }
 
@@ -200,6 +235,7 @@ mod tests {
             memory_exceeded: false,
             log_lines: 0,
             last_error: None,
+            wasi: None,
         }
     }
 

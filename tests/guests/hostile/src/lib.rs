@@ -37,11 +37,42 @@ impl Guest for Hostile {
             "loop" => spin(),
             "alloc" => hoard(),
             "panic" => panic!("hostile guest panics on purpose"),
-            "wasi" => {
-                // Any WASI call must trap: the guest has no environment, clock or stdout.
-                println!("hello from a sandbox");
-                Ok(vec![])
+            // The locked-down WASI: each reports what it got as a policy error.
+            "read-file" => Err(PolicyError::Other(format!(
+                "read-file: {:?}",
+                std::fs::read_to_string("/etc/hostname").map_err(|e| e.kind())
+            ))),
+            "environment" => Err(PolicyError::Other(format!(
+                "environment: {} variables, {} arguments, cwd {:?}",
+                std::env::vars_os().count(),
+                std::env::args_os().count(),
+                std::env::current_dir().ok()
+            ))),
+            "socket" => Err(PolicyError::Other(format!(
+                "socket: {:?}",
+                std::net::TcpStream::connect("127.0.0.1:6443").map_err(|e| e.kind())
+            ))),
+            "clock" => {
+                let start = std::time::Instant::now();
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                let wall = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs());
+                Err(PolicyError::Other(format!(
+                    "clock: slept {} s, wall clock {wall:?}",
+                    start.elapsed().as_secs()
+                )))
             }
+            "print-megabyte" => {
+                use std::io::Write as _;
+                let line = format!("{}\n", "p".repeat(999));
+                for _ in 0..1000 {
+                    let _ = std::io::stdout().write_all(line.as_bytes());
+                    let _ = std::io::stderr().write_all(line.as_bytes());
+                }
+                Ok(vec![deployment("print-megabyte", "")])
+            }
+            "exit" => std::process::exit(3),
             "policy-error" => Err(PolicyError::Unsupported("hostile guest refuses".into())),
             // Renders nothing: every child of the AppService would be pruned.
             "nothing" => Ok(vec![]),

@@ -1,0 +1,249 @@
+//! `app-operator guest test`: the conformance suite, a directory of cases run through a guest.
+//!
+//! A case is a directory with an `input.yaml` (an AppService) and either the `expected.yaml`
+//! that `render` prints for it or the `expected-error.txt` it fails with (the error and its
+//! causes on one line). Before the comparison the guest's digest is written as
+//! [`DIGEST_PLACEHOLDER`] and the input's path as `input.yaml`, so one set of cases holds for
+//! every guest that implements the same mapping: the project's golden cases (`tests/golden/`)
+//! run against the Rust, Python and JavaScript guests alike.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use similar::TextDiff;
+
+use super::render;
+use crate::guest;
+use crate::{Error, Result};
+
+/// Stands for the guest's digest in expectations.
+pub const DIGEST_PLACEHOLDER: &str = "sha256:<guest>";
+
+/// Arguments of `app-operator guest test`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The guest component (`.wasm`) under test; unset tests the embedded default guest.
+    #[arg(long)]
+    pub guest: Option<PathBuf>,
+    /// The cases: one directory per case, each with `input.yaml` and `expected.yaml` or
+    /// `expected-error.txt`.
+    #[arg(default_value = "tests/golden")]
+    pub cases: PathBuf,
+    /// Directory for precompiled guests; unset compiles in memory every run.
+    #[arg(long, env = "APP_OPERATOR_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// The output policy, as the operator's flags set it.
+    #[command(flatten)]
+    pub policy: super::PolicyArgs,
+}
+
+/// Runs the subcommand: one line per case, a unified diff under each failure, a summary line;
+/// fails when a case does.
+pub async fn exec(args: Args) -> Result<()> {
+    super::init_stderr_logging();
+    let config = guest::Config {
+        cache_dir: args.cache_dir,
+        output: args.policy.config(),
+        ..guest::Config::default()
+    };
+    let runtime = guest::Runtime::new(config)?;
+    let policy = match &args.guest {
+        Some(path) => {
+            let wasm = render::read(path)?;
+            tokio::task::block_in_place(|| runtime.load(&wasm))?
+        }
+        None => runtime.load_default()?,
+    };
+    let cases = cases(&args.cases)?;
+    let mut failed = 0;
+    for case in &cases {
+        let verdict = check(&policy, case).await;
+        print!("{}", verdict.report(&name(case)));
+        failed += usize::from(!verdict.passed());
+    }
+    println!("{} passed, {failed} failed", cases.len() - failed);
+    match failed {
+        0 => Ok(()),
+        n => Err(Error::Input(format!(
+            "{n} of {} cases failed for guest {}",
+            cases.len(),
+            policy.digest()
+        ))),
+    }
+}
+
+/// The case directories under `dir` (those with an `input.yaml`), sorted.
+pub fn cases(dir: &Path) -> Result<Vec<PathBuf>> {
+    let read = |source| Error::Read {
+        path: dir.to_owned(),
+        source,
+    };
+    let mut cases = Vec::new();
+    for entry in fs::read_dir(dir).map_err(read)? {
+        let path = entry.map_err(read)?.path();
+        if path.join("input.yaml").is_file() {
+            cases.push(path);
+        }
+    }
+    cases.sort();
+    if cases.is_empty() {
+        return Err(Error::Input(format!(
+            "no cases under {}: each case is a directory with an input.yaml",
+            dir.display()
+        )));
+    }
+    Ok(cases)
+}
+
+/// What a guest makes of a case: the file it is compared with and its expected content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// `expected.yaml` or `expected-error.txt`.
+    pub file: &'static str,
+    /// The normalised output (or error line, ending with a newline).
+    pub text: String,
+}
+
+/// Renders the case's input through `policy`, normalised for comparison.
+pub async fn outcome(policy: &guest::Policy, case: &Path) -> Outcome {
+    let input = case.join("input.yaml");
+    let result = match render::read_app(&input) {
+        Ok(app) => render::render(policy, &app).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(yaml) => Outcome {
+            file: "expected.yaml",
+            text: yaml.replace(policy.digest(), DIGEST_PLACEHOLDER),
+        },
+        Err(e) => {
+            let message = format!("{:#}", anyhow::Error::from(e));
+            Outcome {
+                file: "expected-error.txt",
+                text: format!(
+                    "{}\n",
+                    message.replace(&input.display().to_string(), "input.yaml")
+                ),
+            }
+        }
+    }
+}
+
+/// How a case went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The outcome is the expectation.
+    Pass,
+    /// The outcome differs; `diff` is a unified diff from the expectation to it.
+    Differs {
+        /// The expectation compared with.
+        file: &'static str,
+        /// Expected to actual, unified.
+        diff: String,
+    },
+    /// No expectation of the outcome's kind (e.g. an error where objects were expected).
+    Missing {
+        /// The outcome.
+        actual: Outcome,
+    },
+}
+
+impl Verdict {
+    /// Whether the case passed.
+    pub fn passed(&self) -> bool {
+        matches!(self, Verdict::Pass)
+    }
+
+    /// `ok   <case>`, or `FAIL <case>` and what differs.
+    pub fn report(&self, case: &str) -> String {
+        match self {
+            Verdict::Pass => format!("ok   {case}\n"),
+            Verdict::Differs { file, diff } => format!("FAIL {case}: differs from {file}\n{diff}"),
+            Verdict::Missing { actual } => {
+                let mut out = format!("FAIL {case}: no {}; the guest gave:\n", actual.file);
+                for line in actual.text.lines() {
+                    let _ = writeln!(out, "    {line}");
+                }
+                out
+            }
+        }
+    }
+}
+
+/// Runs one case and compares its outcome with the expectation.
+pub async fn check(policy: &guest::Policy, case: &Path) -> Verdict {
+    let actual = outcome(policy, case).await;
+    compare(&actual, fs::read_to_string(case.join(actual.file)).ok())
+}
+
+/// Compares an outcome with the expectation of its kind, if there is one.
+pub fn compare(actual: &Outcome, expected: Option<String>) -> Verdict {
+    match expected {
+        Some(expected) if expected == actual.text => Verdict::Pass,
+        Some(expected) => Verdict::Differs {
+            file: actual.file,
+            diff: TextDiff::from_lines(&expected, &actual.text)
+                .unified_diff()
+                .context_radius(3)
+                .header(actual.file, "actual")
+                .to_string(),
+        },
+        None => Verdict::Missing {
+            actual: actual.clone(),
+        },
+    }
+}
+
+/// The case's directory name.
+pub fn name(case: &Path) -> String {
+    case.file_name().map_or_else(
+        || case.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(text: &str) -> Outcome {
+        Outcome {
+            file: "expected.yaml",
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn a_difference_is_a_readable_unified_diff() {
+        let verdict = compare(
+            &yaml("kind: Service\nspec:\n  replicas: 2\n"),
+            Some("kind: Service\nspec:\n  replicas: 1\n".into()),
+        );
+        assert!(!verdict.passed());
+        let report = verdict.report("sample");
+        assert!(
+            report.starts_with("FAIL sample: differs from expected.yaml\n"),
+            "{report}"
+        );
+        assert!(
+            report.contains("--- expected.yaml\n+++ actual\n"),
+            "{report}"
+        );
+        assert!(
+            report.contains("-  replicas: 1\n+  replicas: 2\n"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn the_same_text_passes_and_a_missing_expectation_fails() {
+        assert_eq!(compare(&yaml("a\n"), Some("a\n".into())), Verdict::Pass);
+        assert_eq!(Verdict::Pass.report("x"), "ok   x\n");
+        let missing = compare(&yaml("a\n"), None);
+        assert_eq!(
+            missing.report("x"),
+            "FAIL x: no expected.yaml; the guest gave:\n    a\n"
+        );
+    }
+}
