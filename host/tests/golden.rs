@@ -37,6 +37,24 @@ async fn golden_cases_javascript_guest() {
     suite(&example_guest("javascript")).await;
 }
 
+/// As many calls at once as the runtime allows (its memory budget's instances) all succeed:
+/// the instance pool holds that many of the big guests.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_big_guests_serve_every_instance_at_once() {
+    for name in ["python", "javascript"] {
+        let policy = example_guest(name);
+        let app =
+            app_operator::cli::render::read_app(Path::new(&format!("{GOLDEN}/sample/input.yaml")))
+                .expect("the sample parses");
+        let calls = guest::Config::default().instances();
+        let renders = (0..calls).map(|_| policy.render(&app, None));
+        for result in futures::future::join_all(renders).await {
+            let objects = result.unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(objects.len(), 2, "{name}");
+        }
+    }
+}
+
 /// Runs every golden case through `policy`; fails with the report of each failed case.
 async fn suite(policy: &guest::Policy) {
     let cases = conformance::cases(Path::new(GOLDEN)).expect("tests/golden has cases");

@@ -26,9 +26,12 @@ pub(super) fn build(config: &Config, instances: usize) -> Result<Engine, Error> 
     let instances = u32::try_from(instances).unwrap_or(u32::MAX / 8);
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
-        // NB: a wasm32-wasip2 component has about 3 core instances (the module, wit-component's
-        // shim and fixups), one memory and two tables; the totals leave room for richer guests.
-        .total_core_instances(instances * 8)
+        // NB: a wasm32-wasip2 component has 3 core modules (the module, wit-component's shim
+        // and fixups), one memory and two tables; componentize-py's has 14 core modules (CPython
+        // and its libraries, one memory of 12.4 MiB, tables of 5672 and 88 elements) and
+        // ComponentizeJS's 4 (9.1 MiB, 7689 elements). With 8 per instance, a third Python call
+        // at once found the pool exhausted.
+        .total_core_instances(instances * 16)
         .total_memories(instances * 2)
         .total_tables(instances * 4)
         // The store limiter enforces `memory_limit` over all of an instance's memories and tables
