@@ -2,9 +2,9 @@
 # Installs what the project needs on a fresh machine, idempotently: the Debian packages the
 # scripts use (only when missing), the wasm32-wasip2 Rust target for the guest and the
 # x86_64-unknown-linux-musl one for the image's static binary, and the Go-built local control
-# plane, helm and Toxiproxy (the fault tests' proxy), cached under ~/.cache/app-operator; a warm
-# run does no Go work. crane and the OCI registry of the image targets are built on their first
-# use (build-imagetools.sh).
+# plane, helm, Toxiproxy (the fault tests' proxy) and the image tools (crane, the OCI registry the
+# image round trip and the guest-by-reference tests use, and its htpasswd helper), cached under
+# ~/.cache/app-operator; a warm run does no Go work.
 #
 # Usage: hack/setup.sh
 set -euo pipefail
@@ -68,6 +68,7 @@ main() {
   "$ROOT/hack/controlplane/build.sh" >/dev/null
   "$ROOT/hack/controlplane/build-helm.sh" >/dev/null
   "$ROOT/hack/controlplane/build-toxiproxy.sh" >/dev/null
+  "$ROOT/hack/controlplane/build-imagetools.sh" >/dev/null
   log "ok"
 }
 
