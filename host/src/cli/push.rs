@@ -56,6 +56,14 @@ pub struct Args {
     /// not wait.
     #[arg(long, default_value_t = 30)]
     pub wait: u64,
+    /// Push the component to this OCI registry repository and tag (`registry/repository:tag`)
+    /// as a wasm OCI artifact, and put its digest reference (`guest.ref`, or `canary.ref`) in
+    /// the ConfigMap instead of the bytes.
+    #[arg(long, value_name = "REGISTRY/REPOSITORY:TAG")]
+    pub to: Option<String>,
+    /// How to reach the registry, with `--to`.
+    #[command(flatten)]
+    pub registry: super::registry::RegistryArgs,
     /// Which cluster to connect to.
     #[command(flatten)]
     pub connection: Connection,
@@ -74,6 +82,7 @@ pub async fn exec(args: Args) -> Result<()> {
         (None, Some(file)) => Some(read_signature(file)?),
         (None, None) => None,
     };
+    let reference = super::push_ref::upload(&args, &wasm).await?;
     let client = args.connection.client(None).await?;
     let ns = args
         .namespace
@@ -87,13 +96,14 @@ pub async fn exec(args: Args) -> Result<()> {
     {
         return Err(Error::Input(format!("ConfigMap {ns}/{name} {problem}")));
     }
-    let cm = update(
+    let mut cm = update(
         existing.clone().unwrap_or_else(|| empty(name)),
         &args,
         wasm,
         &digest,
         signature.as_ref(),
     );
+    super::push_ref::place(&mut cm, args.canary.is_some(), reference.as_ref());
     let written = match existing {
         Some(_) => api.replace(name, &PostParams::default(), &cm).await,
         None => api.create(&PostParams::default(), &cm).await,
@@ -105,7 +115,8 @@ pub async fn exec(args: Args) -> Result<()> {
         "stable"
     };
     let signed = if signature.is_some() { ", signed," } else { "" };
-    println!("pushed {digest}{signed} as the {role} guest to ConfigMap {ns}/{name}");
+    let by = reference.map_or_else(String::new, |r| format!(" by reference {r}"));
+    println!("pushed {digest}{signed}{by} as the {role} guest to ConfigMap {ns}/{name}");
     if args.wait > 0 {
         wait(&api, name, &digest, role, Duration::from_secs(args.wait)).await?;
     }
