@@ -2,10 +2,10 @@
 # Installs what the project needs on a fresh machine, idempotently: the Debian packages the
 # scripts use (only when missing), the wasm32-wasip2 Rust target for the guest and the
 # x86_64-unknown-linux-musl one for the image's static binary, and the Go-built local control
-# plane, helm and Toxiproxy (the fault tests' proxy), and the example guests' build tools
-# (componentize-py from PyPI, ComponentizeJS from npm), cached under ~/.cache/app-operator; a
-# warm run does no Go, pip or npm work. crane and the OCI registry of the image targets are built on their first
-# use (build-imagetools.sh).
+# plane, helm, Toxiproxy (the fault tests' proxy), the image tools (crane, the OCI registry the
+# image round trip and the guest-by-reference tests use, and its htpasswd helper) and the example
+# guests' build tools (componentize-py from PyPI, ComponentizeJS from npm), cached under
+# ~/.cache/app-operator; a warm run does no Go, pip or npm work.
 #
 # Usage: hack/setup.sh
 set -euo pipefail
@@ -76,6 +76,7 @@ main() {
   "$ROOT/hack/controlplane/build-helm.sh" >/dev/null
   "$ROOT/hack/controlplane/build-toxiproxy.sh" >/dev/null
   "$ROOT/hack/guests/install-tools.sh" >/dev/null
+  "$ROOT/hack/controlplane/build-imagetools.sh" >/dev/null
   log "ok"
 }
 

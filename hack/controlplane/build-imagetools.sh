@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the image tools from Go modules: crane (go-containerregistry), which builds and pushes the
 # operator's OCI image without a container engine, and the CNCF distribution registry, the local
-# OCI registry that the image round trip (hack/image-test.sh) pushes to and pulls from.
+# OCI registry that the image round trip (hack/image-test.sh) and the OCI guest tests push to and
+# pull from.
 #
 # The versions are pinned by the committed wrapper module in imagetools/ (go.mod and go.sum only,
 # with a `tool` line for each command). Like helm (build-helm.sh), both binaries are built into a
 # temporary directory and moved atomically into $APP_OPERATOR_CACHE/bin/<key> (default
 # ~/.cache/app-operator), where <key> names the versions and hashes the wrapper module and the Go
 # version; a complete entry is reused as is, so a warm run does no Go work. Prints the directory
-# holding `crane` and `registry` on stdout.
+# holding `crane`, `registry` and
+# `htpasswd` (a bcrypt htpasswd line, for the registry's basic auth) on stdout.
 #
 # Usage: hack/controlplane/build-imagetools.sh
 set -euo pipefail
@@ -29,6 +31,8 @@ build_imagetools() {
   (cd "$CP_DIR/imagetools" && go build -trimpath \
     -ldflags="-s -w -X github.com/distribution/distribution/v3/version.version=$registry" \
     -o "$1/registry" github.com/distribution/distribution/v3/cmd/registry)
+  (cd "$CP_DIR/imagetools" && go build -trimpath -ldflags="-s -w" -o "$1/htpasswd" ./htpasswd)
+  [[ "$(printf pw | "$1/htpasswd" u)" == u:\$2a\$* ]] || cp_die "htpasswd does not print a bcrypt line"
   [[ "$("$1/crane" version)" == "$crane" ]] ||
     cp_die "crane does not report $crane: $("$1/crane" version)"
   "$1/registry" --version | grep -qF " $registry" ||

@@ -73,7 +73,11 @@ cp_imagetools_dir() {
   local crane registry
   crane="$(cp_mod_version imagetools github.com/google/go-containerregistry)"
   registry="$(cp_mod_version imagetools github.com/distribution/distribution/v3)"
-  echo "$CP_CACHE/bin/imagetools-crane-${crane}_registry-${registry}_$(cp_module_hash imagetools)"
+  # NB: the wrapper module also holds htpasswd/main.go (hack/registry.sh's secure mode); its
+  # source is part of the key.
+  local key
+  key="$({ cp_module_hash imagetools; cat "$CP_DIR/imagetools/htpasswd/main.go"; } | sha256sum | cut -c1-12)"
+  echo "$CP_CACHE/bin/imagetools-crane-${crane}_registry-${registry}_$key"
 }
 
 # Prints Toxiproxy's cache directory (build-toxiproxy.sh: the fault proxy the e2e fault tests put

@@ -42,6 +42,14 @@ pub const GUEST_KEY: &str = "guest.wasm";
 /// `binaryData` key of the canary guest in the guest ConfigMap.
 pub const CANARY_KEY: &str = "canary.wasm";
 
+/// `data` key of the stable guest given by reference instead: an OCI reference pinned by digest,
+/// `registry/repository@sha256:<hex>`, that the operator pulls (`guest push --to` writes it).
+/// A ConfigMap holds the stable guest under this key or under [`GUEST_KEY`], not both.
+pub const GUEST_REF_KEY: &str = "guest.ref";
+
+/// `data` key of the canary guest given by reference.
+pub const CANARY_REF_KEY: &str = "canary.ref";
+
 /// `binaryData` key of the stable guest's signature in the guest ConfigMap: the content of a
 /// signature file (`app-operator guest sign`), required with `--guest-trusted-key`.
 pub const GUEST_SIGNATURE_KEY: &str = "guest.wasm.sig";

@@ -13,6 +13,7 @@ pub mod leader;
 pub mod memory;
 pub mod metrics;
 pub mod namespaces;
+pub mod oci;
 pub mod reachability;
 pub mod readiness;
 pub mod server;
@@ -112,6 +113,9 @@ pub enum Error {
     /// The namespaces' Pod Security labels could not be read.
     #[error("failed to read the namespaces' Pod Security labels")]
     Namespaces(#[source] kube::Error),
+    /// A guest could not be pulled from or pushed to a registry.
+    #[error(transparent)]
+    Oci(#[from] oci::Error),
     /// The guest ConfigMap could not be read.
     #[error("failed to read the guest ConfigMap")]
     GuestSource(#[source] kube::Error),

@@ -23,6 +23,13 @@ pub struct KindLabel {
     pub kind: &'static str,
 }
 
+/// A label set holding where a guest was read from: `cache` or `registry`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OriginLabel {
+    /// `cache` or `registry`.
+    pub origin: &'static str,
+}
+
 /// A label set holding the output policy rule a guest's output broke.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RuleLabel {
@@ -65,6 +72,8 @@ pub struct Metrics {
     pub guest_swaps: Counter,
     /// Candidate guests rejected, by reason.
     pub guest_rejections: Family<KindLabel, Counter>,
+    /// Guests given by reference read, by origin (`cache` or `registry`).
+    pub guest_fetches: Family<OriginLabel, Counter>,
     /// Reconciles that fell back to the last good guest.
     pub guest_rollbacks: Counter,
     /// Children of candidate guests sent to the API server as a server-side dry run.
@@ -97,6 +106,7 @@ impl Default for Metrics {
             guest_info: Family::default(),
             guest_swaps: Counter::default(),
             guest_rejections: Family::default(),
+            guest_fetches: Family::default(),
             guest_rollbacks: Counter::default(),
             guest_dry_run_applies: Counter::default(),
             kube_requests: Family::default(),
@@ -152,6 +162,11 @@ impl Metrics {
             "guest_rejections",
             "Candidate guests rejected, by reason",
             m.guest_rejections.clone(),
+        );
+        registry.register(
+            "guest_fetches",
+            "Guests given by reference read, by origin (the on-disk cache or the registry)",
+            m.guest_fetches.clone(),
         );
         registry.register(
             "guest_rollbacks",
@@ -266,6 +281,13 @@ impl Metrics {
     pub fn guest_rejected(&self, kind: &'static str) {
         self.guest_rejections
             .get_or_create(&KindLabel { kind })
+            .inc();
+    }
+
+    /// Counts a guest given by reference read from `origin` (`cache` or `registry`).
+    pub fn guest_fetched(&self, origin: &'static str) {
+        self.guest_fetches
+            .get_or_create(&OriginLabel { origin })
             .inc();
     }
 

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use anyhow::Context;
+use app_operator::cli::registry::RegistryArgs;
 use app_operator::cli::{Connection, push};
 use app_operator::consts::GUEST_CONFIGMAP;
 use app_operator::crd::AppService;
@@ -30,6 +31,11 @@ pub struct Options {
     pub trusted_keys: Option<Arc<TrustedKeys>>,
     /// The digests the guests must have (`--guest-pin`, `--canary-pin`).
     pub pins: Pins,
+    /// Fetches the guests given by reference (`--guest-registry-secret`, `--guest-registry-ca`,
+    /// the cache of `--guest-cache-dir`); default: anonymous, uncached.
+    pub fetcher: Option<app_operator::oci::Fetcher>,
+    /// Directory for precompiled guests (`--guest-cache-dir`); default: none.
+    pub guest_cache_dir: Option<std::path::PathBuf>,
 }
 
 /// The controller and the ConfigMap source, running on tasks of the test's runtime. Dropping it
@@ -55,10 +61,18 @@ impl SwapOperator {
         namespace: &str,
         options: Options,
     ) -> anyhow::Result<Self> {
-        let Options { trusted_keys, pins } = options;
+        let Options {
+            trusted_keys,
+            pins,
+            fetcher,
+            guest_cache_dir,
+        } = options;
         app_operator::telemetry::init(app_operator::telemetry::LogFormat::Text);
         operator::install_crd(client).await?;
-        let runtime = guest::Runtime::new(guest::Config::default())?;
+        let runtime = guest::Runtime::new(guest::Config {
+            cache_dir: guest_cache_dir,
+            ..guest::Config::default()
+        })?;
         let guests = Guests::new(runtime.load_default()?);
         let metrics = Metrics::default();
         let recorder = Recorder::new(client.clone(), Reporter::from("app-operator-e2e"));
@@ -79,6 +93,9 @@ impl SwapOperator {
             recorder,
             config,
         );
+        if let Some(fetcher) = fetcher {
+            source = source.with_fetcher(fetcher);
+        }
         source.sync_once().await?;
         let readiness = Arc::new(Readiness::default());
         readiness.guest_loaded();
@@ -158,6 +175,8 @@ pub fn push_args(namespace: &str, wasm: &[u8], canary: Option<&str>) -> anyhow::
         configmap: GUEST_CONFIGMAP.to_owned(),
         namespace: Some(namespace.to_owned()),
         wait: 60,
+        to: None,
+        registry: RegistryArgs::default(),
         connection: Connection {
             kubeconfig: Some(cluster::kubeconfig_path()),
             context: None,

@@ -9,14 +9,18 @@ use crate::guest::{self, Inspection};
 /// Arguments of `app-operator guest inspect`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The guest component (`.wasm`).
+    /// The guest component (`.wasm`), or a reference pinned by digest
+    /// (`registry/repository@sha256:<hex>`, pulled and verified).
     pub file: PathBuf,
+    /// How to reach the registry, for a guest given by reference.
+    #[command(flatten)]
+    pub registry: super::registry::RegistryArgs,
 }
 
 /// Runs the subcommand: prints digest, size, world and version, exports and imports.
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
-    let wasm = super::render::read(&args.file)?;
+    let wasm = super::registry::read_guest(&args.file, &args.registry).await?;
     let runtime = guest::Runtime::new(guest::Config::default())?;
     let inspection = tokio::task::block_in_place(|| runtime.inspect(&wasm))?;
     print!("{}", format(&inspection));

@@ -7,7 +7,10 @@ pub mod crd;
 pub mod inspect;
 pub mod plan;
 mod policy;
+pub mod pull;
 pub mod push;
+mod push_ref;
+pub mod registry;
 pub mod render;
 pub mod run;
 pub mod sign;
@@ -48,8 +51,11 @@ pub enum Command {
 pub enum GuestCommand {
     /// Print a guest's digest, size, world, version and imports.
     Inspect(inspect::Args),
-    /// Put a guest into the operator's guest ConfigMap, as the stable guest or a canary.
+    /// Put a guest into the operator's guest ConfigMap, as the stable guest or a canary; with
+    /// `--to`, push it to an OCI registry and put its digest reference there instead.
     Push(push::Args),
+    /// Fetch a guest from an OCI registry by its pinned reference, verified, to a file.
+    Pull(pull::Args),
     /// Sign a guest with an Ed25519 private key, for an operator run with
     /// `--guest-trusted-key`.
     Sign(sign::Args),
@@ -79,6 +85,7 @@ pub async fn exec(cli: Cli) -> crate::Result<()> {
         Command::Render(args) => render::exec(args).await,
         Command::Guest(GuestCommand::Inspect(args)) => inspect::exec(args).await,
         Command::Guest(GuestCommand::Push(args)) => push::exec(args).await,
+        Command::Guest(GuestCommand::Pull(args)) => pull::exec(args).await,
         Command::Guest(GuestCommand::Sign(args)) => sign::exec(args).await,
         Command::Guest(GuestCommand::Compile(args)) => {
             // NB: main() answers for the child before calling this; a library caller gets the

@@ -37,7 +37,8 @@ pub enum Output {
 /// Arguments of `app-operator plan`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The candidate guest component (`.wasm`).
+    /// The candidate guest component (`.wasm`), or a reference pinned by digest
+    /// (`registry/repository@sha256:<hex>`, pulled and verified).
     #[arg(long)]
     pub guest: PathBuf,
     /// Only AppServices in this namespace. Default: all namespaces.
@@ -52,12 +53,15 @@ pub struct Args {
     /// Which cluster to connect to.
     #[command(flatten)]
     pub connection: Connection,
+    /// How to reach the registry, for a guest given by reference.
+    #[command(flatten)]
+    pub registry: super::registry::RegistryArgs,
 }
 
 /// Runs the subcommand: prints the plan on stdout.
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
-    let wasm = super::render::read(&args.guest)?;
+    let wasm = super::registry::read_guest(&args.guest, &args.registry).await?;
     let config = guest::Config {
         output: args.policy.config(),
         ..guest::Config::default()

@@ -56,6 +56,14 @@ pub struct Args {
     /// not wait.
     #[arg(long, default_value_t = 30)]
     pub wait: u64,
+    /// Push the component to this OCI registry repository and tag (`registry/repository:tag`)
+    /// as a wasm OCI artifact, and put its digest reference (`guest.ref`, or `canary.ref`) in
+    /// the ConfigMap instead of the bytes.
+    #[arg(long, value_name = "REGISTRY/REPOSITORY:TAG")]
+    pub to: Option<String>,
+    /// How to reach the registry, with `--to`.
+    #[command(flatten)]
+    pub registry: super::registry::RegistryArgs,
     /// Which cluster to connect to.
     #[command(flatten)]
     pub connection: Connection,
@@ -69,8 +77,10 @@ const CONFIGMAP_MAX_BYTES: usize = 1 << 20;
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let wasm = super::render::read(&args.file)?;
-    // NB: before connecting, so nothing is written.
-    if let Some(problem) = too_big(&args.file, wasm.len(), wasm.len()) {
+    // NB: before connecting, so nothing is written. With `--to` only a reference goes in.
+    if args.to.is_none()
+        && let Some(problem) = too_big(&args.file, wasm.len(), wasm.len())
+    {
         return Err(Error::Input(problem));
     }
     let digest = crate::guest::digest(&wasm);
@@ -82,6 +92,7 @@ pub async fn exec(args: Args) -> Result<()> {
         (None, Some(file)) => Some(read_signature(file)?),
         (None, None) => None,
     };
+    let reference = super::push_ref::upload(&args, &wasm).await?;
     let client = args.connection.client(None).await?;
     let ns = args
         .namespace
@@ -96,13 +107,14 @@ pub async fn exec(args: Args) -> Result<()> {
         return Err(Error::Input(format!("ConfigMap {ns}/{name} {problem}")));
     }
     let size = wasm.len();
-    let cm = update(
+    let mut cm = update(
         existing.clone().unwrap_or_else(|| empty(name)),
         &args,
         wasm,
         &digest,
         signature.as_ref(),
     );
+    super::push_ref::place(&mut cm, args.canary.is_some(), reference.as_ref());
     if let Some(problem) = too_big(&args.file, size, data_bytes(&cm)) {
         return Err(Error::Input(format!("ConfigMap {ns}/{name}: {problem}")));
     }
@@ -117,7 +129,8 @@ pub async fn exec(args: Args) -> Result<()> {
         "stable"
     };
     let signed = if signature.is_some() { ", signed," } else { "" };
-    println!("pushed {digest}{signed} as the {role} guest to ConfigMap {ns}/{name}");
+    let by = reference.map_or_else(String::new, |r| format!(" by reference {r}"));
+    println!("pushed {digest}{signed}{by} as the {role} guest to ConfigMap {ns}/{name}");
     if args.wait > 0 {
         wait(&api, name, &digest, role, Duration::from_secs(args.wait)).await?;
     }
@@ -141,9 +154,8 @@ fn too_big(file: &Path, size: usize, total: usize) -> Option<String> {
     };
     Some(format!(
         "{what}, too big for the guest ConfigMap: a ConfigMap holds at most 1 MiB \
-         ({CONFIGMAP_MAX_BYTES} bytes of data, before base64). Nothing was written. Run it with \
-         `app-operator run --guest <file>` for now; distributing guests from an OCI registry \
-         is the way for big guests (an open issue, #16)"
+         ({CONFIGMAP_MAX_BYTES} bytes of data, before base64). Nothing was written. Push it to an OCI registry instead: \
+         `--to REGISTRY/REPOSITORY:TAG` puts only its digest reference in the ConfigMap"
     ))
 }
 

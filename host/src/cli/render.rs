@@ -14,7 +14,9 @@ pub struct Args {
     /// The AppService manifest (one YAML document); `-` reads standard input.
     #[arg(short = 'f', long = "filename")]
     pub file: PathBuf,
-    /// A guest component (`.wasm`) to use instead of the embedded default guest.
+    /// A guest component (`.wasm`), or a reference pinned by digest
+    /// (`registry/repository@sha256:<hex>`, pulled and verified), to use instead of the embedded
+    /// default guest.
     #[arg(long)]
     pub guest: Option<PathBuf>,
     /// Directory for precompiled guests; unset compiles in memory every run.
@@ -23,6 +25,9 @@ pub struct Args {
     /// The output policy, as the operator's flags set it.
     #[command(flatten)]
     pub policy: super::PolicyArgs,
+    /// How to reach the registry, for a guest given by reference.
+    #[command(flatten)]
+    pub registry: super::registry::RegistryArgs,
 }
 
 /// Runs the subcommand: prints multi-document YAML on stdout.
@@ -36,7 +41,7 @@ pub async fn exec(args: Args) -> Result<()> {
     };
     let runtime = guest::Runtime::new(config)?;
     let policy = match &args.guest {
-        Some(path) => runtime.load(&read(path)?)?,
+        Some(path) => runtime.load(&super::registry::read_guest(path, &args.registry).await?)?,
         None => runtime.load_default()?,
     };
     print!("{}", render(&policy, &app).await?);

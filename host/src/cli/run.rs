@@ -83,7 +83,8 @@ pub struct Args {
     /// Fuel budget of one guest call. Default: no fuel limit.
     #[arg(long, env = "APP_OPERATOR_GUEST_FUEL")]
     pub guest_fuel: Option<u64>,
-    /// Directory for precompiled guests. Default: no disk cache.
+    /// Directory for precompiled guests, and (under `oci/`) for the components of guests pulled
+    /// from a registry, by digest. Default: no disk cache.
     #[arg(long, env = "APP_OPERATOR_GUEST_CACHE_DIR")]
     pub guest_cache_dir: Option<PathBuf>,
     /// Compile guests in this process instead of a child process running this binary
@@ -91,6 +92,17 @@ pub struct Args {
     /// operator, and is stopped if a compile runs away.
     #[arg(long, env = "APP_OPERATOR_GUEST_COMPILE_IN_PROCESS")]
     pub guest_compile_in_process: bool,
+    /// Secret of type `kubernetes.io/dockerconfigjson`, in the guest ConfigMap's namespace,
+    /// holding the credentials for pulling guests given by reference (`guest.ref`). Default:
+    /// anonymous pulls.
+    #[arg(long, env = "APP_OPERATOR_GUEST_REGISTRY_SECRET")]
+    pub guest_registry_secret: Option<String>,
+    /// CA bundle (PEM) to trust, besides the system's, for the registry guests are pulled from.
+    #[arg(long, env = "APP_OPERATOR_GUEST_REGISTRY_CA")]
+    pub guest_registry_ca: Option<PathBuf>,
+    /// The largest guest pulled from a registry, in bytes; a larger one is cut off and rejected.
+    #[arg(long, env = "APP_OPERATOR_GUEST_MAX_BYTES", default_value_t = crate::oci::DEFAULT_MAX_GUEST_BYTES)]
+    pub guest_max_bytes: u64,
     /// What a guest's output may contain.
     #[command(flatten)]
     pub policy: super::PolicyArgs,
@@ -234,6 +246,33 @@ impl Args {
         config
     }
 
+    /// The fetcher of guests given by reference: the credentials of `--guest-registry-secret`
+    /// (read once, from `namespace`), `--guest-registry-ca`, `--guest-max-bytes` and the cache
+    /// under `--guest-cache-dir`.
+    pub async fn fetcher(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+    ) -> Result<crate::oci::Fetcher> {
+        use crate::oci;
+        let credentials = match &self.guest_registry_secret {
+            Some(name) => oci::Credentials::from_secret(client, namespace, name).await?,
+            None => oci::Credentials::default(),
+        };
+        let registry = oci::Registry::new(oci::client::Options {
+            credentials,
+            ca_file: self.guest_registry_ca.clone(),
+            limits: oci::Limits {
+                max_guest_bytes: self.guest_max_bytes,
+            },
+        })?;
+        let cache = self
+            .guest_cache_dir
+            .as_ref()
+            .map(|dir| oci::cache::Cache::new(dir.join("oci")));
+        Ok(oci::Fetcher::new(registry, cache))
+    }
+
     /// The process's memory limit: `--memory-limit-mib`, else its cgroup's, if any.
     pub fn memory_limit(&self) -> Option<memory::Limit> {
         match self.memory_limit_mib {
@@ -363,6 +402,7 @@ pub async fn exec(args: Args) -> Result<()> {
             None => info!("guest signatures are not required (no --guest-trusted-key)"),
         }
         let recorder = config.recorder(&client);
+        let fetcher = args.fetcher(&client, &source_config.namespace).await?;
         let source = swap::source::Source::new(
             client.clone(),
             runtime,
@@ -371,7 +411,8 @@ pub async fn exec(args: Args) -> Result<()> {
             metrics.clone(),
             recorder,
             source_config,
-        );
+        )
+        .with_fetcher(fetcher);
         Some(source)
     };
     let current = guests.current();

@@ -1,6 +1,10 @@
-//! What a guest ConfigMap holds: the stable and the canary guest, their signatures, the
-//! canary's selector and the pins, read from the ConfigMap and checked for shape. The record of
-//! the guests in force ([`super::record`]) has the same shape.
+//! What a guest ConfigMap holds: the stable and the canary guest (inline, or by an OCI reference
+//! pinned by digest), their signatures, the canary's selector and the pins, read from the
+//! ConfigMap and checked for shape. The record of the guests in force ([`super::record`]) has
+//! the same shape.
+//!
+//! Reading is in two steps: [`references`] names the guests to pull, and [`Contents::parse`]
+//! takes them, pulled and verified, beside the inline ones.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,17 +17,50 @@ use super::pin::{self, Pins};
 use super::{CanaryKey, Role, SetKey};
 use crate::consts::{
     ANNOTATION_CANARY_PIN, ANNOTATION_CANARY_SELECTOR, ANNOTATION_GUEST_PIN, CANARY_KEY,
-    CANARY_SIGNATURE_KEY, GUEST_KEY, GUEST_SIGNATURE_KEY,
+    CANARY_REF_KEY, CANARY_SIGNATURE_KEY, GUEST_KEY, GUEST_REF_KEY, GUEST_SIGNATURE_KEY,
 };
 use crate::guest;
+use crate::oci::Pinned;
+
+/// The components pulled for a ConfigMap's references, by reference.
+pub type Pulled = BTreeMap<Pinned, Arc<[u8]>>;
 
 /// One guest taken from a ConfigMap, with the signature found beside it.
 #[derive(Clone, Debug)]
 pub struct Guest {
-    /// The component.
+    /// The component (pulled and verified when it came by reference).
     pub wasm: Arc<[u8]>,
     /// The content of its `.sig` key.
     pub signature: Option<Vec<u8>>,
+    /// The reference it was pulled from; `None` for a guest inline in the ConfigMap.
+    pub reference: Option<Pinned>,
+}
+
+/// The keys of one role: the inline guest, its reference, its signature.
+const ROLES: [(Role, &str, &str, &str); 2] = [
+    (Role::Stable, GUEST_KEY, GUEST_REF_KEY, GUEST_SIGNATURE_KEY),
+    (
+        Role::Canary,
+        CANARY_KEY,
+        CANARY_REF_KEY,
+        CANARY_SIGNATURE_KEY,
+    ),
+];
+
+/// The references `cm` names (stable first), to pull before [`Contents::parse`]; fails with
+/// what is wrong with its shape, as [`Contents::parse`] would.
+pub fn references(cm: &ConfigMap) -> Result<Vec<(Role, Pinned)>, String> {
+    if let Some(problem) = malformed(cm) {
+        return Err(problem);
+    }
+    let mut refs = Vec::new();
+    for (role, _, ref_key, _) in ROLES {
+        if let Some(text) = cm.data.as_ref().and_then(|d| d.get(ref_key)) {
+            let pinned = Pinned::parse(text.trim()).map_err(|e| format!("`{ref_key}`: {e}"))?;
+            refs.push((role, pinned));
+        }
+    }
+    Ok(refs)
 }
 
 /// The canary guest and the AppServices it renders.
@@ -47,27 +84,39 @@ pub struct Contents {
 }
 
 impl Contents {
-    /// Reads `cm`; fails with what is wrong with its shape ([`malformed`]).
-    pub fn parse(cm: &ConfigMap) -> Result<Self, String> {
-        if let Some(problem) = malformed(cm) {
-            return Err(problem);
-        }
+    /// Reads `cm`, whose referenced guests are in `pulled`; fails with what is wrong with its
+    /// shape ([`malformed`]), or if `pulled` lacks one of its [`references`].
+    pub fn parse(cm: &ConfigMap, pulled: &Pulled) -> Result<Self, String> {
+        let refs = references(cm)?;
         let binary = |key: &str| {
             cm.binary_data
                 .as_ref()
                 .and_then(|d| d.get(key))
                 .map(|b| b.0.clone())
         };
-        let guest = |key: &str, signature: &str| {
-            binary(key).map(|wasm| Guest {
-                wasm: wasm.into(),
+        let mut guests = [None, None];
+        for (slot, (role, key, _, signature)) in guests.iter_mut().zip(ROLES) {
+            let by_ref = refs.iter().find(|(r, _)| *r == role).map(|(_, p)| p);
+            let (wasm, reference) = match by_ref {
+                Some(pinned) => {
+                    let wasm = pulled
+                        .get(pinned)
+                        .ok_or_else(|| format!("the {role} guest {pinned} was not pulled"))?;
+                    (Some(wasm.clone()), Some(pinned.clone()))
+                }
+                None => (binary(key).map(Arc::from), None),
+            };
+            *slot = wasm.map(|wasm| Guest {
+                wasm,
                 signature: binary(signature),
-            })
-        };
+                reference,
+            });
+        }
+        let [stable, canary] = guests;
         let annotation = |key: &str| cm.annotations().get(key).cloned();
         Ok(Self {
-            stable: guest(GUEST_KEY, GUEST_SIGNATURE_KEY),
-            canary: guest(CANARY_KEY, CANARY_SIGNATURE_KEY).map(|guest| Canary {
+            stable,
+            canary: canary.map(|guest| Canary {
                 guest,
                 selector: annotation(ANNOTATION_CANARY_SELECTOR).unwrap_or_default(),
             }),
@@ -107,29 +156,42 @@ impl Contents {
         ]
     }
 
-    /// The ConfigMap named `name` holding the guests, their signatures and the canary's
-    /// selector (not the pins): the record of a set put in force.
+    /// The references of its guests pulled from a registry, with their components.
+    pub fn pulled(&self) -> Pulled {
+        self.guests()
+            .filter_map(|(_, g)| Some((g.reference.clone()?, g.wasm.clone())))
+            .collect()
+    }
+
+    /// The ConfigMap named `name` holding the guests (a pulled guest by its reference, not its
+    /// bytes), their signatures and the canary's selector (not the pins): the record of a set
+    /// put in force.
     pub fn to_configmap(&self, name: &str) -> ConfigMap {
-        let mut data = BTreeMap::new();
+        let mut binary = BTreeMap::new();
+        let mut text = BTreeMap::new();
         let mut annotations = BTreeMap::new();
-        let mut put = |key: &str, signature_key: &str, guest: &Guest| {
-            data.insert(key.to_owned(), ByteString(guest.wasm.to_vec()));
-            if let Some(signature) = &guest.signature {
-                data.insert(signature_key.to_owned(), ByteString(signature.clone()));
+        for (role, key, ref_key, signature_key) in ROLES {
+            let Some(guest) = self.guests().find(|(r, _)| *r == role).map(|(_, g)| g) else {
+                continue;
+            };
+            if let Some(pinned) = &guest.reference {
+                text.insert(ref_key.to_owned(), pinned.to_string());
+            } else {
+                binary.insert(key.to_owned(), ByteString(guest.wasm.to_vec()));
             }
-        };
-        if let Some(stable) = &self.stable {
-            put(GUEST_KEY, GUEST_SIGNATURE_KEY, stable);
+            if let Some(signature) = &guest.signature {
+                binary.insert(signature_key.to_owned(), ByteString(signature.clone()));
+            }
         }
         if let Some(canary) = &self.canary {
-            put(CANARY_KEY, CANARY_SIGNATURE_KEY, &canary.guest);
             annotations.insert(
                 ANNOTATION_CANARY_SELECTOR.to_owned(),
                 canary.selector.clone(),
             );
         }
         let mut cm = ConfigMap {
-            binary_data: Some(data),
+            binary_data: Some(binary),
+            data: Some(text),
             ..ConfigMap::default()
         };
         cm.metadata.name = Some(name.to_owned());
@@ -139,15 +201,22 @@ impl Contents {
 }
 
 /// What is wrong with the shape of guest ConfigMap `cm`, if anything: the guests belong under
-/// `binaryData` keys [`GUEST_KEY`] and [`CANARY_KEY`], their signatures under
-/// [`GUEST_SIGNATURE_KEY`] and [`CANARY_SIGNATURE_KEY`], and nothing else is expected there or
-/// under `data` (a guest under `data`, or a misspelt key, would otherwise be silently ignored
-/// and the base guest run instead; a signature without its guest is a leftover). A ConfigMap
-/// with no keys at all is well-formed: it holds no guest.
+/// `binaryData` keys [`GUEST_KEY`] and [`CANARY_KEY`], or by reference under `data` keys
+/// [`GUEST_REF_KEY`] and [`CANARY_REF_KEY`] (one or the other per role), their signatures under
+/// `binaryData` keys [`GUEST_SIGNATURE_KEY`] and [`CANARY_SIGNATURE_KEY`], and nothing else is
+/// expected (a guest under `data`, or a misspelt key, would otherwise be silently ignored and
+/// the base guest run instead; a signature without its guest is a leftover). A ConfigMap with
+/// no keys at all is well-formed: it holds no guest.
 fn malformed(cm: &ConfigMap) -> Option<String> {
     let guests = [GUEST_KEY, CANARY_KEY];
+    let refs = [GUEST_REF_KEY, CANARY_REF_KEY];
     let signatures = [GUEST_SIGNATURE_KEY, CANARY_SIGNATURE_KEY];
-    if let Some(key) = cm.data.iter().flat_map(|d| d.keys()).next() {
+    if let Some(key) = cm
+        .data
+        .iter()
+        .flat_map(|d| d.keys())
+        .find(|key| !refs.contains(&key.as_str()))
+    {
         let hint = if guests.contains(&key.as_str()) {
             "; a guest is binary and belongs under binaryData (`app-operator guest push` puts it there)"
         } else if signatures.contains(&key.as_str()) {
@@ -159,21 +228,41 @@ fn malformed(cm: &ConfigMap) -> Option<String> {
     }
     let binary = cm.binary_data.as_ref();
     let has = |key: &str| binary.is_some_and(|d| d.contains_key(key));
+    let has_ref = |key: &str| cm.data.as_ref().is_some_and(|d| d.contains_key(key));
     if let Some(key) = binary
         .iter()
         .flat_map(|d| d.keys())
         .find(|key| !guests.contains(&key.as_str()) && !signatures.contains(&key.as_str()))
     {
+        let hint = if refs.contains(&key.as_str()) {
+            "; a reference is text and belongs under data"
+        } else {
+            ""
+        };
         return Some(format!(
             "unexpected key `{key}` under binaryData; expected `{GUEST_KEY}`, `{CANARY_KEY}` and \
-             their signatures `{GUEST_SIGNATURE_KEY}`, `{CANARY_SIGNATURE_KEY}`"
+             their signatures `{GUEST_SIGNATURE_KEY}`, `{CANARY_SIGNATURE_KEY}`{hint}"
+        ));
+    }
+    if let Some((guest, reference)) = guests
+        .into_iter()
+        .zip(refs)
+        .find(|(guest, reference)| has(guest) && has_ref(reference))
+    {
+        return Some(format!(
+            "both `{guest}` and `{reference}`: a guest is inline or by reference, not both"
         ));
     }
     guests
         .into_iter()
+        .zip(refs)
         .zip(signatures)
-        .find(|(guest, signature)| has(signature) && !has(guest))
-        .map(|(guest, signature)| format!("signature `{signature}` without its guest `{guest}`"))
+        .find(|((guest, reference), signature)| {
+            has(signature) && !has(guest) && !has_ref(reference)
+        })
+        .map(|((guest, _), signature)| {
+            format!("signature `{signature}` without its guest `{guest}`")
+        })
 }
 
 #[cfg(test)]
@@ -183,8 +272,9 @@ mod tests {
     use k8s_openapi::ByteString;
     use k8s_openapi::api::core::v1::ConfigMap;
 
-    use super::{Contents, malformed};
+    use super::{Contents, Pulled, malformed, references};
     use crate::guest;
+    use crate::oci::Pinned;
 
     fn cm(data: &[&str], binary: &[&str]) -> ConfigMap {
         let data: BTreeMap<_, _> = data.iter().map(|k| (k.to_string(), "x".into())).collect();
@@ -240,9 +330,10 @@ mod tests {
             ),
             ("apps.kudevops.io/guest-sha256".to_owned(), "ABC".to_owned()),
         ]));
-        let contents = Contents::parse(&source).expect("well-formed");
+        let contents = Contents::parse(&source, &Pulled::new()).expect("well-formed");
         assert_eq!(contents.pins.stable.as_deref(), Some("sha256:abc"));
-        let back = Contents::parse(&contents.to_configmap("r")).expect("well-formed");
+        let back =
+            Contents::parse(&contents.to_configmap("r"), &Pulled::new()).expect("well-formed");
         let base = b"base";
         assert_eq!(back.set_key(base), contents.set_key(base));
         assert_eq!(back.signatures(), contents.signatures());
@@ -252,8 +343,80 @@ mod tests {
         let canary = key.canary.expect("a canary");
         assert_eq!(canary.selector, "track=canary");
 
-        let empty = Contents::parse(&Contents::default().to_configmap("r")).expect("empty");
+        let empty =
+            Contents::parse(&Contents::default().to_configmap("r"), &Pulled::new()).expect("empty");
         assert!(empty.stable.is_none() && empty.canary.is_none());
         assert_eq!(empty.set_key(base).stable, guest::digest(base));
+    }
+
+    fn digest_ref(repo: &str) -> String {
+        format!("127.0.0.1:5000/{repo}@{}", guest::digest(repo.as_bytes()))
+    }
+
+    #[test]
+    fn a_guest_by_reference_is_pulled_and_recorded_as_its_reference() {
+        let mut source = cm(&[], &["guest.wasm.sig", "canary.wasm"]);
+        let stable = digest_ref("stable");
+        source.data = Some(BTreeMap::from([("guest.ref".to_owned(), stable.clone())]));
+        let refs = references(&source).expect("well-formed");
+        let pinned = Pinned::parse(&stable).expect("pinned");
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0].1, pinned);
+        let missing = Contents::parse(&source, &Pulled::new()).expect_err("not pulled");
+        assert!(missing.contains("was not pulled"), "{missing}");
+        let pulled = Pulled::from([(pinned.clone(), b"component".to_vec().into())]);
+        let contents = Contents::parse(&source, &pulled).expect("pulled");
+        let guest = contents.stable.as_ref().expect("a stable guest");
+        assert_eq!(&*guest.wasm, b"component");
+        assert_eq!(guest.signature.as_deref(), Some(&b"guest.wasm.sig"[..]));
+        assert!(
+            contents
+                .canary
+                .as_ref()
+                .expect("canary")
+                .guest
+                .reference
+                .is_none()
+        );
+
+        let record = contents.to_configmap("r");
+        assert_eq!(record.data.as_ref().expect("data")["guest.ref"], stable);
+        let binary = record.binary_data.as_ref().expect("binaryData");
+        assert!(
+            !binary.contains_key("guest.wasm"),
+            "the record holds the reference"
+        );
+        let back = Contents::parse(&record, &contents.pulled()).expect("well-formed");
+        assert_eq!(back.set_key(b"base"), contents.set_key(b"base"));
+    }
+
+    #[test]
+    fn a_reference_is_pinned_by_digest_and_alone_in_its_role() {
+        let with = |data: &[(&str, String)], binary: &[&str]| {
+            let mut source = cm(&[], binary);
+            source.data = Some(
+                data.iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            );
+            source
+        };
+        let tag = with(&[("guest.ref", "127.0.0.1:5000/g:v1".to_owned())], &[]);
+        let why = references(&tag).expect_err("a tag");
+        assert!(
+            why.contains("`guest.ref`") && why.contains("no digest"),
+            "{why}"
+        );
+        let both = with(&[("guest.ref", digest_ref("g"))], &["guest.wasm"]);
+        let why = malformed(&both).expect("both");
+        assert!(why.contains("not both"), "{why}");
+        let signed = with(&[("canary.ref", digest_ref("c"))], &["canary.wasm.sig"]);
+        assert_eq!(malformed(&signed), None, "a signature beside a reference");
+        let binary_ref = cm(&[], &["guest.ref"]);
+        assert!(
+            malformed(&binary_ref)
+                .expect("binary")
+                .contains("belongs under data")
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! The record of the guests in force: a ConfigMap beside the guest ConfigMap
 //! (`<name>-accepted`), written by the operator after every verdict that leaves a set in force,
-//! holding exactly that set's guests, signatures and canary selector.
+//! holding exactly that set's guests (a guest pulled from a registry by its pinned reference, not
+//! its bytes), signatures and canary selector.
 //!
 //! A new process (a restart, a new leader) puts the recorded set back in force before it reads
 //! the guest ConfigMap, without a dry run, so that a candidate pushed meanwhile (and maybe
@@ -21,13 +22,10 @@ pub fn name(guest_configmap: &str) -> String {
     format!("{guest_configmap}{RECORD_SUFFIX}")
 }
 
-/// What the record holds, read from the API server: `None` without one, `Some(Err(problem))`
-/// when it is not shaped as a record.
-pub async fn read(
-    api: &Api<ConfigMap>,
-    name: &str,
-) -> Result<Option<Result<Contents, String>>, kube::Error> {
-    Ok(api.get_opt(name).await?.map(|cm| Contents::parse(&cm)))
+/// The record, read from the API server: `None` without one. Its guests by reference are
+/// pulled (from the on-disk cache, mostly) and it is parsed like the guest ConfigMap.
+pub async fn read(api: &Api<ConfigMap>, name: &str) -> Result<Option<ConfigMap>, kube::Error> {
+    api.get_opt(name).await
 }
 
 /// Writes `contents` (its guests, signatures and canary selector) as the record `name`, with

@@ -1,5 +1,6 @@
 //! Why a candidate set of guests is not put in force, and the checks made before it is even
-//! loaded: signatures ([`super::trust`]) and pins ([`super::pin`]).
+//! loaded: signatures ([`super::trust`]) and pins ([`super::pin`]), both on the component bytes
+//! (a guest pulled by reference is checked once pulled and verified, as an inline one).
 
 use super::contents::Contents;
 use super::pin::{self, Origin, Pins};
@@ -13,6 +14,15 @@ pub enum Rejection {
     /// The ConfigMap is not shaped as a guest ConfigMap.
     #[error("malformed guest ConfigMap: {0}")]
     Malformed(String),
+    /// A guest given by reference could not be pulled and verified.
+    #[error("failed to pull the {role} guest")]
+    Fetch {
+        /// Which guest.
+        role: Role,
+        /// What the registry client said.
+        #[source]
+        source: crate::oci::Error,
+    },
     /// The canary selector does not parse.
     #[error(transparent)]
     Selector(#[from] selector::Error),
@@ -64,6 +74,7 @@ impl Rejection {
     pub fn kind(&self) -> &'static str {
         match self {
             Rejection::Malformed(_) => "malformed",
+            Rejection::Fetch { source, .. } => source.kind(),
             Rejection::Selector(_) => "selector",
             Rejection::Load { .. } => "load",
             Rejection::Pin(_) => "pin",
@@ -79,6 +90,7 @@ impl Rejection {
     pub fn is_transient(&self) -> bool {
         match self {
             Rejection::List(_) | Rejection::Namespaces(_) => true,
+            Rejection::Fetch { source, .. } => source.is_transient(),
             Rejection::Load { source, .. } => matches!(source, guest::Error::Task(_)),
             Rejection::DryRun(regressions) => regressions.is_transient(),
             Rejection::Malformed(_)
@@ -158,6 +170,7 @@ mod tests {
     ) -> Contents {
         let guest = |(wasm, signature): (&[u8], Option<Vec<u8>>)| Guest {
             wasm: Arc::from(wasm),
+            reference: None,
             signature,
         };
         Contents {

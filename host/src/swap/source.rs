@@ -15,6 +15,13 @@
 //! record must carry a signature by one of them ([`trust`]), checked before it is loaded; the
 //! base guest belongs to the operator's own deployment and is not checked. Pins
 //! ([`Config::pins`] and the ConfigMap's annotations) are checked the same way.
+//!
+//! A guest given by reference (`guest.ref`, `canary.ref`) is fetched ([`oci::Fetcher`]: the
+//! on-disk cache, else the registry) and verified before anything else; from there on it is
+//! judged exactly as an inline guest. A registry that cannot be reached is a transient failure
+//! (the guests in force stay, the candidate is tried again); a refusal, a digest mismatch or an
+//! artifact that is not a wasm component is a rejection. The record holds the reference, so a
+//! restart restores a pulled guest from the cache without the registry.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -30,7 +37,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
-use super::contents::Contents;
+use super::contents::{self, Contents, Pulled};
 use super::pin::{Origin, Pins};
 use super::rejection::{self, Rejection};
 use super::{Canary, Guests, Role, Set, SetKey, record, selector, server_dry_run, trust, validate};
@@ -41,7 +48,8 @@ use crate::consts::{
 };
 use crate::crd::AppService;
 use crate::metrics::Metrics;
-use crate::{controller, error_chain, guest, namespaces};
+use crate::oci::fetch::Origin as FetchOrigin;
+use crate::{controller, error_chain, guest, namespaces, oci};
 
 /// Where the guests come from.
 #[derive(Clone, Debug)]
@@ -78,6 +86,15 @@ pub struct Source {
     backoff: Option<Duration>,
     /// The set the record holds, as far as this process knows; `None`: unknown.
     recorded: Option<SetKey>,
+    /// Fetches the guests given by reference.
+    fetcher: Arc<oci::Fetcher>,
+    /// The components last fetched, and those of the set in force, by reference: a ConfigMap
+    /// event that names them again does not read them again.
+    pulled: Pulled,
+    /// The components of the set in force pulled by reference.
+    in_force: Pulled,
+    /// Where the guests of the last [`Source::read`] came from, for Events.
+    fetched_from: Vec<(Role, FetchOrigin)>,
 }
 
 /// The first delay before evaluating a candidate again after a transient failure; it doubles
@@ -104,6 +121,8 @@ enum CandidateKey {
     /// A malformed ConfigMap, by its problem: never taken for the guests in force, and reported
     /// once.
     Malformed(String),
+    /// A ConfigMap whose guests by reference could not be fetched, by the error.
+    Unfetched(String),
     /// A well-formed one.
     Guests {
         /// The digests of the guests and the canary's selector.
@@ -117,9 +136,10 @@ enum CandidateKey {
 }
 
 impl CandidateKey {
-    fn of(contents: &Result<Contents, String>, base: &[u8]) -> Self {
+    fn of(contents: &Result<Contents, Rejection>, base: &[u8]) -> Self {
         match contents {
-            Err(problem) => CandidateKey::Malformed(problem.clone()),
+            Err(Rejection::Malformed(problem)) => CandidateKey::Malformed(problem.clone()),
+            Err(other) => CandidateKey::Unfetched(error_chain(other)),
             Ok(c) => CandidateKey::Guests {
                 set: c.set_key(base),
                 pins: c.pins.clone(),
@@ -152,7 +172,51 @@ impl Source {
             retry: None,
             backoff: None,
             recorded: None,
+            fetcher: Arc::new(oci::Fetcher::new(oci::Registry::anonymous(), None)),
+            pulled: Pulled::new(),
+            in_force: Pulled::new(),
+            fetched_from: Vec::new(),
         }
+    }
+
+    /// Fetches guests given by reference with `fetcher` (its credentials, CA and cache)
+    /// instead of anonymously and without a cache.
+    #[must_use]
+    pub fn with_fetcher(mut self, fetcher: oci::Fetcher) -> Self {
+        self.fetcher = Arc::new(fetcher);
+        self
+    }
+
+    /// Reads `cm` (the guest ConfigMap or the record), fetching the guests it names by
+    /// reference.
+    async fn read(&mut self, cm: &ConfigMap) -> Result<Contents, Rejection> {
+        let refs = contents::references(cm).map_err(Rejection::Malformed)?;
+        let mut pulled = Pulled::new();
+        self.fetched_from.clear();
+        for (role, reference) in refs {
+            let wasm = match self.pulled.get(&reference) {
+                Some(wasm) => wasm.clone(),
+                None => {
+                    let fetched = self
+                        .fetcher
+                        .fetch(&reference)
+                        .await
+                        .map_err(|source| Rejection::Fetch { role, source })?;
+                    self.metrics.guest_fetched(match fetched.origin {
+                        FetchOrigin::Cache => "cache",
+                        FetchOrigin::Registry => "registry",
+                    });
+                    self.fetched_from.push((role, fetched.origin));
+                    fetched.wasm
+                }
+            };
+            pulled.insert(reference, wasm);
+        }
+        let contents = Contents::parse(cm, &pulled).map_err(Rejection::Malformed)?;
+        // NB: keep what the set in force was pulled from too; drop the rest.
+        pulled.extend(self.in_force.clone());
+        self.pulled = pulled;
+        Ok(contents)
     }
 
     fn api(&self) -> Api<ConfigMap> {
@@ -191,40 +255,48 @@ impl Source {
 
     /// Puts the recorded set in force, checked against the trusted keys and the `run` pins but
     /// not dry-run; reports on `about`, the guest ConfigMap.
-    async fn restore(
-        &mut self,
-        recorded: Option<Result<Contents, String>>,
-        about: Option<&ConfigMap>,
-    ) {
+    async fn restore(&mut self, recorded: Option<ConfigMap>, about: Option<&ConfigMap>) {
         let name = record::name(&self.config.name);
         let contents = match recorded {
             None => {
                 self.recorded = Some(Contents::default().set_key(&self.base));
                 return;
             }
-            Some(Err(problem)) => {
+            Some(cm) => self.read(&cm).await,
+        };
+        let contents = match contents {
+            Err(Rejection::Malformed(problem)) => {
                 warn!(record = %name, %problem, "the record of the guests in force is malformed; it is not restored");
                 return;
             }
-            Some(Ok(contents)) => contents,
+            other => other,
         };
-        let key = contents.set_key(&self.base);
-        if key == self.guests.current().key() {
-            self.recorded = Some(key);
+        let key = contents.as_ref().ok().map(|c| c.set_key(&self.base));
+        if let (Ok(contents), Some(key)) = (&contents, &key)
+            && *key == self.guests.current().key()
+        {
+            self.in_force = contents.pulled();
+            self.recorded = Some(key.clone());
             return;
         }
-        let restored = match self.check(&contents, false) {
-            Ok(()) => self.load_set(&contents).await,
+        let restored = match contents.and_then(|c| self.check(&c, false).map(|()| c)) {
+            Ok(contents) => self.load_set(&contents).await.map(|set| (set, contents)),
             Err(rejection) => Err(rejection),
         };
         match restored {
-            Ok(set) => {
+            Ok((set, contents)) => {
+                let key = set.key();
                 self.guests.activate(set.stable, set.canary);
+                self.in_force = contents.pulled();
                 self.recorded = Some(key.clone());
                 self.metrics.guest_swapped();
                 self.metrics.guests_active(&self.guests.current());
-                info!(stable = %key.stable, canary = ?key.canary.as_ref().map(|c| &c.digest), "guests restored from the record of the guests in force");
-                let note = format!("{}; restored from {name}", describe(&key));
+                info!(stable = %key.stable, canary = ?key.canary.as_ref().map(|c| &c.digest), fetched = ?self.fetched_from, "guests restored from the record of the guests in force");
+                let note = format!(
+                    "{}; restored from {name}{}",
+                    describe(&key),
+                    fetched(&self.fetched_from)
+                );
                 self.report(about, EventType::Normal, "GuestRestored", note)
                     .await;
             }
@@ -290,7 +362,10 @@ impl Source {
     /// Events but no status annotations).
     async fn evaluate_as(&mut self, cm: Option<&ConfigMap>, about: Option<&ConfigMap>) {
         self.retry = None;
-        let contents = cm.map_or_else(|| Ok(Contents::default()), Contents::parse);
+        let contents = match cm {
+            None => Ok(Contents::default()),
+            Some(cm) => self.read(cm).await,
+        };
         let key = CandidateKey::of(&contents, &self.base);
         if let Some((last, rejected)) = &self.last
             && *last == key
@@ -303,13 +378,12 @@ impl Source {
             return;
         }
         self.last = Some((key.clone(), None));
-        let checked = contents
-            .map_err(Rejection::Malformed)
-            .and_then(|c| self.check(&c, true).map(|()| c));
+        let checked = contents.and_then(|c| self.check(&c, true).map(|()| c));
         if let (Ok(contents), CandidateKey::Guests { set, .. }) = (&checked, &key)
             && *set == self.guests.current().key()
         {
             self.backoff = None;
+            self.in_force = contents.pulled();
             self.write_status(cm, None).await;
             self.record(contents).await;
             return;
@@ -323,10 +397,15 @@ impl Source {
                 self.backoff = None;
                 let key = set.key();
                 self.guests.activate(set.stable, set.canary);
+                self.in_force = contents.pulled();
                 self.metrics.guest_swapped();
                 self.metrics.guests_active(&self.guests.current());
-                info!(stable = %key.stable, canary = ?key.canary.as_ref().map(|c| &c.digest), judged, "guest activated");
-                let note = format!("{}; dry run passed on {judged} AppServices", describe(&key));
+                info!(stable = %key.stable, canary = ?key.canary.as_ref().map(|c| &c.digest), judged, fetched = ?self.fetched_from, "guest activated");
+                let note = format!(
+                    "{}; dry run passed on {judged} AppServices{}",
+                    describe(&key),
+                    fetched(&self.fetched_from)
+                );
                 self.report(about, EventType::Normal, "GuestActivated", note)
                     .await;
                 self.write_status(cm, None).await;
@@ -493,6 +572,17 @@ fn describe(key: &SetKey) -> String {
         Some(c) => format!("stable {}, canary {}", key.stable, c.digest),
         None => key.stable.clone(),
     }
+}
+
+/// `; the stable guest pulled from the registry, ...` for Events: where the guests given by
+/// reference came from, if any was read.
+fn fetched(from: &[(Role, FetchOrigin)]) -> String {
+    from.iter()
+        .map(|(role, origin)| match origin {
+            FetchOrigin::Cache => format!("; the {role} guest read from the on-disk cache"),
+            FetchOrigin::Registry => format!("; the {role} guest pulled from the registry"),
+        })
+        .collect()
 }
 
 /// Sleeps until `at`; forever without one.

@@ -1,0 +1,140 @@
+//! A real OCI registry for the tests: the CNCF distribution registry with TLS (a CA made for the
+//! test) and basic auth (an htpasswd user), started by `hack/registry.sh start-secure` in a state
+//! directory of the test's own. Dropping it stops the registry.
+//!
+//! The registry and its htpasswd tool are the ones `hack/controlplane/build-imagetools.sh` builds
+//! from Go modules (run by `hack/setup.sh`); a test that finds them unbuilt fails saying so
+//! rather than building them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+use app_operator::oci::{self, Credentials};
+
+/// The hint every "no registry" failure carries.
+const BUILD_HINT: &str = "run `hack/setup.sh` (it builds the registry from Go modules)";
+
+/// A running registry. Its storage is under its state directory.
+pub struct Registry {
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    /// The CA certificate (PEM) the server certificate is signed by.
+    pub ca: PathBuf,
+    /// The user's name.
+    pub user: String,
+    /// The user's password.
+    pub password: String,
+    /// A docker config.json holding these credentials for `addr`.
+    pub dockerconfig: PathBuf,
+    state: PathBuf,
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../hack/registry.sh")
+}
+
+/// Fails unless build-imagetools.sh has built the registry and htpasswd.
+fn check_built() -> anyhow::Result<()> {
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hack/controlplane/lib.sh");
+    let output = Command::new("bash")
+        .arg("-c")
+        .arg(r#"source "$1" && cp_imagetools_dir"#)
+        .arg("bash")
+        .arg(&lib)
+        .output()
+        .with_context(|| format!("failed to run cp_imagetools_dir of {}", lib.display()))?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    for tool in ["registry", "htpasswd"] {
+        if !output.status.success() || !dir.join(tool).is_file() {
+            bail!("no {tool} in {}; {BUILD_HINT}", dir.display());
+        }
+    }
+    Ok(())
+}
+
+impl Registry {
+    /// Starts a registry with its state in `state` (created; a second start on the same
+    /// directory keeps its storage, CA and user, on a new port).
+    pub fn start(state: &Path) -> anyhow::Result<Self> {
+        check_built()?;
+        std::fs::create_dir_all(state)?;
+        let output = Command::new(script())
+            .arg("start-secure")
+            .arg(state)
+            .output()
+            .context("failed to run hack/registry.sh")?;
+        if !output.status.success() {
+            bail!(
+                "hack/registry.sh start-secure failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        let fields: BTreeMap<String, String> = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        let field = |key: &str| {
+            fields
+                .get(key)
+                .cloned()
+                .with_context(|| format!("hack/registry.sh printed no {key}="))
+        };
+        let read = |key: &str| -> anyhow::Result<String> {
+            Ok(std::fs::read_to_string(field(key)?)?.trim().to_owned())
+        };
+        Ok(Self {
+            addr: field("addr")?,
+            ca: field("ca")?.into(),
+            user: read("user")?,
+            password: read("password")?,
+            dockerconfig: field("dockerconfig")?.into(),
+            state: state.to_owned(),
+        })
+    }
+
+    /// Stops the registry (its storage stays).
+    pub fn stop(&self) -> anyhow::Result<()> {
+        let status = Command::new(script())
+            .arg("stop")
+            .arg(&self.state)
+            .status()
+            .context("failed to run hack/registry.sh stop")?;
+        if !status.success() {
+            bail!("hack/registry.sh stop failed");
+        }
+        Ok(())
+    }
+
+    /// The credentials of its user.
+    pub fn credentials(&self) -> anyhow::Result<Credentials> {
+        Ok(Credentials::from_file(&self.dockerconfig)?)
+    }
+
+    /// A client with its CA and user, and `limits`.
+    pub fn client(&self, limits: oci::Limits) -> anyhow::Result<oci::Registry> {
+        Ok(oci::Registry::new(oci::client::Options {
+            credentials: self.credentials()?,
+            ca_file: Some(self.ca.clone()),
+            limits,
+        })?)
+    }
+
+    /// The file the registry stores blob `digest` in: overwrite it to tamper with the blob.
+    pub fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.trim_start_matches("sha256:");
+        self.state
+            .join("storage/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
