@@ -23,7 +23,8 @@ pub const DIGEST_PLACEHOLDER: &str = "sha256:<guest>";
 /// Arguments of `app-operator guest test`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The guest component (`.wasm`) under test; unset tests the embedded default guest.
+    /// The guest component (`.wasm`, or a pinned OCI reference) under test; unset tests the
+    /// embedded default guest.
     #[arg(long)]
     pub guest: Option<PathBuf>,
     /// The cases: one directory per case, each with `input.yaml` and `expected.yaml` or
@@ -36,25 +37,22 @@ pub struct Args {
     /// The output policy, as the operator's flags set it.
     #[command(flatten)]
     pub policy: super::PolicyArgs,
+    /// How to reach the registry, for a guest given by reference.
+    #[command(flatten)]
+    pub registry: super::registry::RegistryArgs,
 }
 
 /// Runs the subcommand: one line per case, a unified diff under each failure, a summary line;
 /// fails when a case does.
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
-    let config = guest::Config {
-        cache_dir: args.cache_dir,
-        output: args.policy.config(),
-        ..guest::Config::default()
-    };
-    let runtime = guest::Runtime::new(config)?;
-    let policy = match &args.guest {
-        Some(path) => {
-            let wasm = render::read(path)?;
-            tokio::task::block_in_place(|| runtime.load(&wasm))?
-        }
-        None => runtime.load_default()?,
-    };
+    let policy = render::local_policy(
+        args.cache_dir,
+        &args.policy,
+        args.guest.as_deref(),
+        &args.registry,
+    )
+    .await?;
     let cases = cases(&args.cases)?;
     let mut failed = 0;
     for case in &cases {

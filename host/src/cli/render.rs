@@ -34,18 +34,36 @@ pub struct Args {
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let app = read_app(&args.file)?;
+    let policy = local_policy(
+        args.cache_dir,
+        &args.policy,
+        args.guest.as_deref(),
+        &args.registry,
+    )
+    .await?;
+    print!("{}", render(&policy, &app).await?);
+    Ok(())
+}
+
+/// The guest of a local subcommand (`render`, `guest test`): `guest` (a file, `-` for stdin, or
+/// a pinned reference, pulled and verified) or the embedded default guest, loaded in a runtime
+/// with the operator's output policy `policy` and the precompiled cache `cache_dir`.
+pub async fn local_policy(
+    cache_dir: Option<PathBuf>,
+    policy: &super::PolicyArgs,
+    guest: Option<&Path>,
+    registry: &super::registry::RegistryArgs,
+) -> Result<guest::Policy> {
     let config = guest::Config {
-        cache_dir: args.cache_dir,
-        output: args.policy.config(),
+        cache_dir,
+        output: policy.config(),
         ..guest::Config::default()
     };
     let runtime = guest::Runtime::new(config)?;
-    let policy = match &args.guest {
-        Some(path) => runtime.load(&super::registry::read_guest(path, &args.registry).await?)?,
+    Ok(match guest {
+        Some(path) => runtime.load(&super::registry::read_guest(path, registry).await?)?,
         None => runtime.load_default()?,
-    };
-    print!("{}", render(&policy, &app).await?);
-    Ok(())
+    })
 }
 
 /// Renders `app` through `policy` and stamps the result: the YAML `render` prints. With no
