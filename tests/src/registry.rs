@@ -29,6 +29,9 @@ pub struct Registry {
     /// A docker config.json holding these credentials for `addr`.
     pub dockerconfig: PathBuf,
     state: PathBuf,
+    /// The server's pid, as started: stopped on drop even when a test has removed the state
+    /// directory (and its pid file) first.
+    pid: Option<String>,
 }
 
 fn script() -> PathBuf {
@@ -92,6 +95,9 @@ impl Registry {
             password: read("password")?,
             dockerconfig: field("dockerconfig")?.into(),
             state: state.to_owned(),
+            pid: std::fs::read_to_string(state.join("pid"))
+                .ok()
+                .map(|p| p.trim().to_owned()),
         })
     }
 
@@ -136,5 +142,12 @@ impl Registry {
 impl Drop for Registry {
     fn drop(&mut self) {
         let _ = self.stop();
+        // NB: without its state directory `stop` finds no pid file; end the process started.
+        if let Some(pid) = &self.pid
+            && std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmd| cmd.contains("registry"))
+        {
+            let _ = Command::new("kill").arg(pid).status();
+        }
     }
 }
