@@ -156,8 +156,6 @@ pub enum Precondition {
     /// The object must exist with this uid (`metadata.uid`): a child deleted, or deleted and
     /// re-created by someone else, since the cache saw it is not written (409 or 422).
     Uid(String),
-    /// None: the object may or may not exist.
-    None,
 }
 
 /// The `metadata.resourceVersion` of a create-only apply ([`Precondition::Absent`]). etcd's
@@ -171,7 +169,6 @@ impl Precondition {
         let (field, value) = match self {
             Precondition::Absent => ("resourceVersion", CREATE_ONLY_VERSION.to_owned()),
             Precondition::Uid(uid) => ("uid", uid.clone()),
-            Precondition::None => return body,
         };
         if let Some(meta) = body
             .as_object_mut()

@@ -43,7 +43,7 @@ pub(super) enum ChildError {
 
 /// The arguments that give the child an engine with `config`'s settings (the ones that change
 /// the compiled code or its compatibility: memory size, instance count, fuel).
-pub(super) fn child_args(config: &Config) -> Vec<String> {
+fn child_args(config: &Config) -> Vec<String> {
     let mut args = vec![
         "guest".to_owned(),
         "compile".to_owned(),

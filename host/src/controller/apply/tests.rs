@@ -152,7 +152,6 @@ fn a_precondition_is_sent_in_the_applied_metadata() {
     let uid = Precondition::Uid("u-1".into()).on(&body);
     assert_eq!(uid["metadata"]["uid"], "u-1");
     assert!(uid["metadata"].get("resourceVersion").is_none());
-    assert_eq!(Precondition::None.on(&body), body);
     let bare = Precondition::Absent.on(&json!({"kind": "Service"}));
     assert_eq!(bare["metadata"]["resourceVersion"], CREATE_ONLY_VERSION);
 }
