@@ -16,6 +16,9 @@
 # with these credentials for addr). All of it lives in the state directory; a second start-secure
 # on the same directory keeps the CA and the user.
 #
+# With REGISTRY_PORT set, either starts on that port (one try) rather than a free one: a
+# registry stopped and started again keeps its address, as references pinned to it require.
+#
 # Usage: hack/registry.sh start STATE_DIR
 #        hack/registry.sh start-secure STATE_DIR
 #        hack/registry.sh stop STATE_DIR
@@ -129,9 +132,14 @@ start() {
   [[ "$secure" == 1 ]] && write_secrets "$state" "$tools"
   # NB: a port found free may be taken before the registry binds it; then the registry exits
   # and another port is tried.
-  for try in 1 2 3 4 5 6 7 8; do
-    port=$((20000 + RANDOM % 30000))
-    port_in_use "$port" && continue
+  local tries=8
+  [[ -n "${REGISTRY_PORT:-}" ]] && tries=1
+  for try in $(seq 1 "$tries"); do
+    port="${REGISTRY_PORT:-$((20000 + RANDOM % 30000))}"
+    if port_in_use "$port"; then
+      [[ -n "${REGISTRY_PORT:-}" ]] && die "port $port (REGISTRY_PORT) is in use"
+      continue
+    fi
     write_config "$state" "$port" "$secure"
     # No trace exporter: the registry would otherwise try to send OpenTelemetry traces.
     OTEL_TRACES_EXPORTER=none setsid "$tools/registry" serve "$state/config.yml" \

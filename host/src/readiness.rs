@@ -1,6 +1,9 @@
 //! Whether the operator can do its job, as `/readyz` reports it: caches synced, a guest loaded
-//! and the API server answering (or, with leader election, standing by for the Lease).
+//! and the API server answering (or, with leader election, standing by for the Lease), plus
+//! notes an operator of the operator wants to read there (where the guests in force came from).
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::reachability::Reachability;
@@ -12,6 +15,10 @@ pub struct Readiness {
     guest_loaded: AtomicBool,
     standby: AtomicBool,
     api: Reachability,
+    /// Why the guests to run are not in force yet (the leader restoring them), if so.
+    waiting: Mutex<Option<String>>,
+    /// Notes by topic, shown by `/readyz` under the verdict.
+    notes: Mutex<BTreeMap<&'static str, String>>,
 }
 
 /// What `/readyz` answers.
@@ -55,6 +62,29 @@ impl Readiness {
         self.standby.store(standby, Ordering::Release);
     }
 
+    /// Records why the guests this replica must run are not in force yet (`None`: they are).
+    /// While it is set the replica is not ready.
+    pub fn set_waiting(&self, why: Option<String>) {
+        *lock(&self.waiting) = why;
+    }
+
+    /// Sets (or, with `None`, clears) the note on `topic`.
+    pub fn set_note(&self, topic: &'static str, note: Option<String>) {
+        let mut notes = lock(&self.notes);
+        match note {
+            Some(note) => notes.insert(topic, note),
+            None => notes.remove(topic),
+        };
+    }
+
+    /// The notes, as `topic: note` lines, sorted by topic.
+    pub fn notes(&self) -> Vec<String> {
+        lock(&self.notes)
+            .iter()
+            .map(|(topic, note)| format!("{topic}: {note}"))
+            .collect()
+    }
+
     /// True while this replica stands by for the leader Lease.
     pub fn is_standby(&self) -> bool {
         self.standby.load(Ordering::Acquire)
@@ -76,6 +106,9 @@ impl Readiness {
         if let Some(down) = self.api.unreachable_for() {
             return Verdict::NotReady(format!("API server unreachable for {} s", down.as_secs()));
         }
+        if let Some(why) = lock(&self.waiting).clone() {
+            return Verdict::NotReady(why);
+        }
         if guest && self.caches_synced.load(Ordering::Acquire) {
             Verdict::Ready
         } else if guest && self.is_standby() {
@@ -86,6 +119,13 @@ impl Readiness {
             Verdict::NotReady("no guest loaded".to_owned())
         }
     }
+}
+
+/// The data behind `mutex`, poisoned or not (a panic elsewhere leaves it consistent).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
@@ -112,5 +152,33 @@ mod tests {
             panic!("cut off from the API server, yet ready");
         };
         assert!(reason.starts_with("API server unreachable"), "{reason}");
+    }
+
+    #[test]
+    fn waiting_for_the_guests_in_force_is_not_ready_and_notes_are_listed() {
+        let readiness = Readiness::default();
+        readiness.guest_loaded();
+        readiness.caches_synced();
+        readiness.set_waiting(Some("registry down".into()));
+        assert_eq!(
+            readiness.verdict(),
+            Verdict::NotReady("registry down".into())
+        );
+        readiness.set_waiting(None);
+        assert!(readiness.is_ready());
+        readiness.set_note("guests", Some("stable sha256:1 from the cache".into()));
+        readiness.set_note("candidate", Some("retrying".into()));
+        assert_eq!(
+            readiness.notes(),
+            [
+                "candidate: retrying",
+                "guests: stable sha256:1 from the cache"
+            ]
+        );
+        readiness.set_note("candidate", None);
+        assert_eq!(
+            readiness.notes(),
+            ["guests: stable sha256:1 from the cache"]
+        );
     }
 }

@@ -68,14 +68,20 @@ async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {
 }
 
 /// `200 ready` on the leader (or without leader election), `200 standby` on a replica waiting
-/// for the Lease with its guest loaded, else `503` with the reason.
+/// for the Lease with its guest loaded, else `503` with the reason; then the notes, one per line
+/// (where the guests in force came from, a candidate being retried).
 async fn readyz(State(readiness): State<Arc<Readiness>>) -> impl IntoResponse {
-    match readiness.verdict() {
+    let (code, verdict) = match readiness.verdict() {
         Verdict::Ready => (StatusCode::OK, "ready".to_owned()),
         Verdict::Standby => (StatusCode::OK, "standby".to_owned()),
         Verdict::NotReady(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {reason}"),
         ),
-    }
+    };
+    let body = std::iter::once(verdict)
+        .chain(readiness.notes())
+        .collect::<Vec<_>>()
+        .join("\n");
+    (code, body)
 }

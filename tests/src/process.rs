@@ -174,7 +174,7 @@ impl OperatorProcess {
         status_kib(self.pid(), field)
     }
 
-    /// Waits until `/readyz` answers 200 with a body ending in `state` (`ready` or `standby`).
+    /// Waits until `/readyz` answers 200 with a verdict (the body's first line; notes follow) ending in `state` (`ready` or `standby`).
     pub async fn wait_readyz(&mut self, state: &str) -> anyhow::Result<()> {
         let what = format!(
             "operator /readyz to say {state} (log: {})",
@@ -197,7 +197,9 @@ impl OperatorProcess {
                         tail.join("\n")
                     );
                 }
-                Ok(probed.filter(|(code, body)| *code == 200 && body.ends_with(state)))
+                Ok(probed.filter(|(code, body)| {
+                    *code == 200 && body.lines().next().is_some_and(|v| v.ends_with(state))
+                }))
             }
         })
         .await

@@ -61,9 +61,28 @@ impl Registry {
     /// Starts a registry with its state in `state` (created; a second start on the same
     /// directory keeps its storage, CA and user, on a new port).
     pub fn start(state: &Path) -> anyhow::Result<Self> {
+        Self::start_on(state, None)
+    }
+
+    /// Stops the registry if it runs and starts it again on the same address, so that
+    /// references pinned to it reach it; its storage, CA and user stay.
+    pub fn restart(self) -> anyhow::Result<Self> {
+        self.stop()?;
+        let port = self.addr.rsplit_once(':').map(|(_, p)| p.to_owned());
+        let state = self.state.clone();
+        // NB: dropping `self` would stop the new process, which has the same state directory.
+        std::mem::forget(self);
+        Self::start_on(&state, port)
+    }
+
+    fn start_on(state: &Path, port: Option<String>) -> anyhow::Result<Self> {
         check_built()?;
         std::fs::create_dir_all(state)?;
-        let output = Command::new(script())
+        let mut command = Command::new(script());
+        if let Some(port) = port {
+            command.env("REGISTRY_PORT", port);
+        }
+        let output = command
             .arg("start-secure")
             .arg(state)
             .output()

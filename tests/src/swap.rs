@@ -45,6 +45,8 @@ pub struct SwapOperator {
     pub metrics: Metrics,
     /// The resident guests.
     pub guests: Guests,
+    /// What `/readyz` would answer.
+    pub readiness: Arc<Readiness>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -55,12 +57,22 @@ impl SwapOperator {
         Self::start_with(client, namespace, Options::default()).await
     }
 
-    /// [`SwapOperator::start`] with the source's `options`.
+    /// [`SwapOperator::start`] with the source's `options`; returns once the operator is
+    /// ready.
     pub async fn start_with(
         client: &Client,
         namespace: &str,
         options: Options,
     ) -> anyhow::Result<Self> {
+        let operator = Self::spawn(client, namespace, options).await?;
+        operator.wait_ready().await?;
+        Ok(operator)
+    }
+
+    /// Starts the operator as [`SwapOperator::start_with`] does without waiting: the source
+    /// restores the guests in force (which may wait for a registry), then the controller runs,
+    /// as `app-operator run` does.
+    pub async fn spawn(client: &Client, namespace: &str, options: Options) -> anyhow::Result<Self> {
         let Options {
             trusted_keys,
             pins,
@@ -84,6 +96,8 @@ impl SwapOperator {
             pins,
         };
         let base: Arc<[u8]> = guest::default_guest().into();
+        let readiness = Arc::new(Readiness::default());
+        readiness.guest_loaded();
         let mut source = source::Source::new(
             client.clone(),
             runtime,
@@ -92,43 +106,57 @@ impl SwapOperator {
             metrics.clone(),
             recorder,
             config,
-        );
+        )
+        .with_readiness(readiness.clone());
         if let Some(fetcher) = fetcher {
             source = source.with_fetcher(fetcher);
         }
-        source.sync_once().await?;
-        let readiness = Arc::new(Readiness::default());
-        readiness.guest_loaded();
         let controller_config = controller::Config {
             namespace: Some(namespace.to_owned()),
             ..controller::Config::default()
         };
-        let run = controller::run(
+        let (client, guests_, metrics_, ready) = (
             client.clone(),
             guests.clone(),
             metrics.clone(),
             readiness.clone(),
-            controller_config,
-            futures::future::pending(),
         );
-        let tasks = vec![
-            tokio::spawn(source.run(futures::future::pending())),
-            tokio::spawn(async move {
-                if let Err(err) = run.await {
+        let task = tokio::spawn(async move {
+            if let Err(err) = source.sync_once().await {
+                eprintln!("guest source failed: {err}");
+                return;
+            }
+            // NB: one task for both, so that aborting it stops both.
+            let run = controller::run(
+                client,
+                guests_,
+                metrics_,
+                ready,
+                controller_config,
+                futures::future::pending(),
+            );
+            tokio::select! {
+                () = source.run(futures::future::pending()) => {}
+                ran = run => if let Err(err) = ran {
                     eprintln!("controller failed: {err}");
-                }
-            }),
-        ];
-        wait::until("the controller's caches to sync", CONVERGE, || {
-            let ready = readiness.clone();
-            async move { Ok(ready.is_ready().then_some(())) }
-        })
-        .await?;
+                },
+            }
+        });
         Ok(Self {
             metrics,
             guests,
-            tasks,
+            readiness,
+            tasks: vec![task],
         })
+    }
+
+    /// Waits until the guests in force are restored and the controller's caches synced.
+    pub async fn wait_ready(&self) -> anyhow::Result<()> {
+        wait::until("the controller's caches to sync", CONVERGE, || {
+            let ready = self.readiness.clone();
+            async move { Ok(ready.is_ready().then_some(())) }
+        })
+        .await
     }
 }
 

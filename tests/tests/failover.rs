@@ -102,6 +102,13 @@ async fn a_new_leader_keeps_the_guest_in_force() -> anyhow::Result<()> {
         "the new leader does not run the guest in force:\n{}",
         second.log_tail(20)
     );
+    let readyz = second.probe("/readyz").map(|(_, body)| body);
+    assert!(
+        readyz
+            .as_deref()
+            .is_some_and(|b| b.lines().any(|l| l == format!("guests: {hostile}"))),
+        "/readyz does not name the guest in force: {readyz:?}"
+    );
     // The new leader reconciles every AppService; give it the time a swap would take.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_not_rerendered(&deployments, &["web", "api"], &hostile, before).await?;

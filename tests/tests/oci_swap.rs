@@ -2,7 +2,9 @@
 //! guest pushed with `guest push --to` converges the fleet; restarted with the registry down,
 //! the operator keeps it from the on-disk cache; a tampered artifact, an unauthorised pull and
 //! an artifact that is not a component are each rejected with a clear Event, the last good
-//! guest kept.
+//! guest kept. Restarted with the registry down and no cache (a new Pod), the operator waits for
+//! the guest in force, not ready, rather than rendering the fleet with its base guest; and it
+//! takes rotated registry credentials without a restart.
 
 use std::path::{Path, PathBuf};
 
@@ -11,18 +13,21 @@ use app_operator::consts::{
     ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_MESSAGE, ANNOTATION_GUEST_STATE, GUEST_CONFIGMAP,
     GUEST_KEY, GUEST_REF_KEY,
 };
+use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::oci::cache::Cache;
 use app_operator::oci::reference::Tagged;
 use app_operator::oci::{self, Credentials, Fetcher, Limits};
+use app_operator::readiness::Verdict;
 use app_operator::swap::record;
 use app_operator::testing::tiered_guest;
 use app_operator_e2e::appservice::{CONVERGE, create, events, sample_named};
 use app_operator_e2e::registry::Registry;
 use app_operator_e2e::swap::{self, Options, SwapOperator, push_args, push_with, wait_digest};
 use app_operator_e2e::{TestNamespace, client, wait};
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Patch, PatchParams};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -292,15 +297,160 @@ async fn guests_by_reference_converge_survive_the_registry_and_reject_bad_artifa
     Ok(())
 }
 
+/// The Python example guest, pushed by `guest push --to`, converges the fleet. Restarted with
+/// the registry down and an empty cache, the operator waits for it (not ready, saying why)
+/// instead of rendering the fleet with the base guest, and takes it once the registry is back.
+/// Restarted with a Secret holding a wrong password, it waits again, and takes the guest once
+/// the Secret is fixed, without a restart.
+#[tokio::test]
+async fn a_restart_waits_for_the_guest_in_force_and_takes_rotated_credentials() -> anyhow::Result<()>
+{
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "oci-wait").await?;
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("app-operator-oci-wait-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let registry = Registry::start(&dir.join("registry"))?;
+    let python = app_operator::testing::example_guest("python").map_err(anyhow::Error::msg)?;
+    let python_digest = guest::digest(&python);
+    let options = |fetcher| Options {
+        fetcher: Some(fetcher),
+        // NB: precompiled once; the cache of pulled components is the fetcher's, apart.
+        guest_cache_dir: Some(dir.join("precompiled")),
+        ..Options::default()
+    };
+
+    let operator = SwapOperator::start_with(
+        &client,
+        ns.name(),
+        options(fetcher(
+            &registry,
+            registry.credentials()?,
+            &dir.join("cache-1"),
+        )?),
+    )
+    .await?;
+    for name in APPS {
+        create(&client, ns.name(), &sample_named(name)).await?;
+    }
+    push_with(push_to(ns.name(), &registry, &python, "guests/python")?).await?;
+    for name in APPS {
+        wait_digest(&client, ns.name(), name, &python_digest).await?;
+    }
+    operator.stop().await;
+
+    // A new Pod (no cache) while the registry is down: not ready, the fleet untouched.
+    registry.stop()?;
+    let operator = SwapOperator::spawn(
+        &client,
+        ns.name(),
+        options(fetcher(
+            &registry,
+            registry.credentials()?,
+            &dir.join("cache-2"),
+        )?),
+    )
+    .await?;
+    let why = wait_waiting(&operator, "failed to talk to the registry").await?;
+    assert!(why.contains("waiting for the guests in force"), "{why}");
+    let waiting = events(&client, ns.name(), GUEST_CONFIGMAP, "GuestRestoreWaiting").await?;
+    assert!(!waiting.is_empty(), "no GuestRestoreWaiting Event");
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let apps: Api<AppService> = Api::namespaced(client.clone(), ns.name());
+    for name in APPS {
+        let status = apps.get(name).await?.status.unwrap_or_default();
+        assert_eq!(
+            status.guest_digest.as_deref(),
+            Some(python_digest.as_str()),
+            "{name}"
+        );
+    }
+    let registry = registry.restart()?;
+    operator.wait_ready().await?;
+    assert_eq!(operator.guests.current().stable.digest(), python_digest);
+    let notes = operator.readiness.notes().join("\n");
+    assert!(
+        notes.contains(&python_digest) && notes.contains("pulled from the registry"),
+        "{notes}"
+    );
+    operator.stop().await;
+
+    // The operator's Secret holds a wrong password: it waits; fixed, the guest is taken.
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns.name());
+    let secret = |password: &str| {
+        let config = json!({ "auths": { registry.addr.as_str(): {
+            "username": registry.user.as_str(), "password": password } } });
+        Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("registry".into()),
+                ..Default::default()
+            },
+            type_: Some("kubernetes.io/dockerconfigjson".into()),
+            data: Some(
+                [(
+                    ".dockerconfigjson".to_owned(),
+                    ByteString(config.to_string().into_bytes()),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        }
+    };
+    secrets
+        .create(&PostParams::default(), &secret("wrong"))
+        .await?;
+    let from_secret = Fetcher::from_secret(
+        &client,
+        ns.name(),
+        "registry",
+        oci::client::Options {
+            ca_file: Some(registry.ca.clone()),
+            ..oci::client::Options::default()
+        },
+        Some(Cache::new(dir.join("cache-3"))),
+    )
+    .await?;
+    let operator = SwapOperator::spawn(&client, ns.name(), options(from_secret)).await?;
+    wait_waiting(&operator, "refused access").await?;
+    secrets
+        .replace(
+            "registry",
+            &PostParams::default(),
+            &secret(&registry.password),
+        )
+        .await?;
+    operator.wait_ready().await?;
+    assert_eq!(operator.guests.current().stable.digest(), python_digest);
+    for name in APPS {
+        wait_digest(&client, ns.name(), name, &python_digest).await?;
+    }
+    operator.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Waits until `operator` is not ready because it waits for the guests in force, with a reason
+/// containing `expected`; returns the reason.
+async fn wait_waiting(operator: &SwapOperator, expected: &str) -> anyhow::Result<String> {
+    let what = format!("the operator to wait for the guests in force: {expected}");
+    wait::until(&what, CONVERGE, || async {
+        Ok(match operator.readiness.verdict() {
+            Verdict::NotReady(why) if why.contains(expected) => Some(why),
+            _ => None,
+        })
+    })
+    .await
+}
+
 fn origin(origin: &'static str) -> app_operator::metrics::OriginLabel {
     app_operator::metrics::OriginLabel { origin }
 }
 
 /// Figures, not assertions: time from `guest push --to` to the guest in force (the push's own
 /// wait, polling every 250 ms), cold (pulled, compiled) and warm (component and precompiled
-/// form from the disk caches), for the tiered guest and for the tiered guest carrying an 18 MiB
-/// custom section (the size of a Python guest to move and hash; its compile is the tiered
-/// guest's). Run with `make bench-oci`.
+/// form from the disk caches), for the tiered guest and for the Python example guest (18 MB;
+/// `make guests`). The harness compiles in its own process, as `--guest-compile-in-process`
+/// does. Run with `make bench-oci`.
 #[tokio::test]
 #[ignore = "bench: prints figures; run with `make bench-oci`"]
 async fn bench_push_to_active() -> anyhow::Result<()> {
@@ -323,11 +473,10 @@ async fn bench_push_to_active() -> anyhow::Result<()> {
     for name in APPS {
         create(&client, ns.name(), &sample_named(name)).await?;
     }
-    let mut big = swap::with_custom_section(tiered_guest(), "bench-big");
-    big.extend(custom_section("padding", 18 * 1024 * 1024));
-    let small = swap::with_custom_section(tiered_guest(), "bench-small");
-    let other = swap::with_custom_section(tiered_guest(), "bench-other");
-    for (what, wasm) in [("tiered", &small), ("tiered + 18 MiB", &big)] {
+    let python = app_operator::testing::example_guest("python").map_err(anyhow::Error::msg)?;
+    for (what, wasm) in [("tiered", tiered_guest()), ("python", &python[..])] {
+        let guest = swap::with_custom_section(wasm, "bench");
+        let other = swap::with_custom_section(wasm, "bench-other");
         let timed = |wasm: &[u8]| {
             let args = push_to(ns.name(), &registry, wasm, "guests/bench");
             async move {
@@ -336,30 +485,19 @@ async fn bench_push_to_active() -> anyhow::Result<()> {
                 Ok::<_, anyhow::Error>(start.elapsed())
             }
         };
-        let cold = timed(wasm).await?;
-        timed(&other).await?;
-        let warm = timed(wasm).await?;
+        let cold = timed(&guest).await?;
+        let other = timed(&other).await?;
+        let warm = timed(&guest).await?;
         println!(
-            "guest push --to -> active, {what} ({} bytes): cold {:.0} ms, warm {:.0} ms",
-            wasm.len(),
+            "guest push --to -> active, {what} ({} bytes): cold {:.0} ms (again, another \
+             digest: {:.0} ms), warm {:.0} ms",
+            guest.len(),
             cold.as_secs_f64() * 1e3,
+            other.as_secs_f64() * 1e3,
             warm.as_secs_f64() * 1e3
         );
     }
     operator.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
-}
-
-/// A component custom section named `name` holding `size` bytes.
-fn custom_section(name: &str, size: usize) -> Vec<u8> {
-    let mut out = Vec::new();
-    wasm_encoder::ComponentSection::append_to_component(
-        &wasm_encoder::CustomSection {
-            name: name.into(),
-            data: std::borrow::Cow::Owned(vec![0x5a; size]),
-        },
-        &mut out,
-    );
-    out
 }

@@ -247,30 +247,32 @@ impl Args {
     }
 
     /// The fetcher of guests given by reference: the credentials of `--guest-registry-secret`
-    /// (read once, from `namespace`), `--guest-registry-ca`, `--guest-max-bytes` and the cache
-    /// under `--guest-cache-dir`.
+    /// (read from `namespace` at start-up, and again when the registry refuses a pull, so a
+    /// rotated Secret is taken without a restart), `--guest-registry-ca`, `--guest-max-bytes`
+    /// and the cache under `--guest-cache-dir`.
     pub async fn fetcher(
         &self,
         client: &kube::Client,
         namespace: &str,
     ) -> Result<crate::oci::Fetcher> {
         use crate::oci;
-        let credentials = match &self.guest_registry_secret {
-            Some(name) => oci::Credentials::from_secret(client, namespace, name).await?,
-            None => oci::Credentials::default(),
-        };
-        let registry = oci::Registry::new(oci::client::Options {
-            credentials,
+        let options = oci::client::Options {
+            credentials: oci::Credentials::default(),
             ca_file: self.guest_registry_ca.clone(),
             limits: oci::Limits {
                 max_guest_bytes: self.guest_max_bytes,
             },
-        })?;
+        };
         let cache = self
             .guest_cache_dir
             .as_ref()
             .map(|dir| oci::cache::Cache::new(dir.join("oci")));
-        Ok(oci::Fetcher::new(registry, cache))
+        Ok(match &self.guest_registry_secret {
+            Some(name) => {
+                oci::Fetcher::from_secret(client, namespace, name, options, cache).await?
+            }
+            None => oci::Fetcher::new(oci::Registry::new(options)?, cache),
+        })
     }
 
     /// The process's memory limit: `--memory-limit-mib`, else its cgroup's, if any.
@@ -412,7 +414,8 @@ pub async fn exec(args: Args) -> Result<()> {
             recorder,
             source_config,
         )
-        .with_fetcher(fetcher);
+        .with_fetcher(fetcher)
+        .with_readiness(readiness.clone());
         Some(source)
     };
     let current = guests.current();
@@ -472,7 +475,11 @@ async fn lead(
 ) -> Result<()> {
     let source = match source {
         Some(mut source) => {
-            source.sync_once().await.map_err(Error::GuestSource)?;
+            // NB: restoring waits for a registry that is down; leadership may end meanwhile.
+            tokio::select! {
+                synced = source.sync_once() => synced.map_err(Error::GuestSource)?,
+                () = stop.clone() => return Ok(()),
+            }
             Some(tokio::spawn(source.run(stop.clone())))
         }
         None => None,

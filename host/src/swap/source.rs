@@ -21,7 +21,8 @@
 //! judged exactly as an inline guest. A registry that cannot be reached is a transient failure
 //! (the guests in force stay, the candidate is tried again); a refusal, a digest mismatch or an
 //! artifact that is not a wasm component is a rejection. The record holds the reference, so a
-//! restart restores a pulled guest from the cache without the registry.
+//! restart restores a pulled guest from the cache without the registry; one that is in no cache
+//! and cannot be pulled is waited for ([`Source::sync_once`]), never replaced by the base guest.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -49,6 +50,7 @@ use crate::consts::{
 use crate::crd::AppService;
 use crate::metrics::Metrics;
 use crate::oci::fetch::Origin as FetchOrigin;
+use crate::readiness::Readiness;
 use crate::{controller, error_chain, guest, namespaces, oci};
 
 /// Where the guests come from.
@@ -95,6 +97,17 @@ pub struct Source {
     in_force: Pulled,
     /// Where the guests of the last [`Source::read`] came from, for Events.
     fetched_from: Vec<(Role, FetchOrigin)>,
+    /// Told while the guests in force cannot be restored, and where the guests came from.
+    readiness: Option<Arc<Readiness>>,
+}
+
+/// What [`Source::restore`] did.
+enum Restored {
+    /// The recorded set is in force, or there was none to restore, or it was refused and the
+    /// base guest is in force.
+    Done,
+    /// A recorded guest could not be fetched, and why: nothing was put in force.
+    Unfetched(String),
 }
 
 /// The first delay before evaluating a candidate again after a transient failure; it doubles
@@ -176,7 +189,34 @@ impl Source {
             pulled: Pulled::new(),
             in_force: Pulled::new(),
             fetched_from: Vec::new(),
+            readiness: None,
         }
+    }
+
+    /// Reports to `readiness`: not ready while the guests in force cannot be restored (the
+    /// registry down and the on-disk cache empty), and notes on where the guests in force came
+    /// from and on a candidate being retried.
+    #[must_use]
+    pub fn with_readiness(mut self, readiness: Arc<Readiness>) -> Self {
+        self.readiness = Some(readiness);
+        self
+    }
+
+    fn note(&self, topic: &'static str, note: Option<String>) {
+        if let Some(readiness) = &self.readiness {
+            readiness.set_note(topic, note);
+        }
+    }
+
+    /// Notes the set now in force and where its guests by reference came from, and clears the
+    /// note on a candidate being retried.
+    fn note_in_force(&self) {
+        let key = self.guests.current().key();
+        self.note(
+            "guests",
+            Some(format!("{}{}", describe(&key), fetched(&self.fetched_from))),
+        );
+        self.note("candidate", None);
     }
 
     /// Fetches guests given by reference with `fetcher` (its credentials, CA and cache)
@@ -227,10 +267,45 @@ impl Source {
     /// once and evaluates it; call before the controller starts so that it does not begin
     /// with the base guest only to swap a moment later. Reading is tried
     /// [`STARTUP_ATTEMPTS`] times, with backoff, before the error is returned.
+    ///
+    /// NB: a recorded guest that cannot be fetched (the registry down, the on-disk cache empty
+    /// or gone with its Pod) is waited for, with backoff and the readiness saying why, rather
+    /// than replaced by the base guest: the fleet would be rendered again by a guest nobody put
+    /// in force. Deleting the record ends the wait.
     pub async fn sync_once(&mut self) -> Result<(), kube::Error> {
+        let mut wait = RETRY_MIN;
+        let cm = loop {
+            let (cm, recorded) = self.read_startup().await?;
+            match self.restore(recorded, cm.as_ref()).await {
+                Restored::Done => break cm,
+                Restored::Unfetched(why) => {
+                    let why = format!(
+                        "waiting for the guests in force: {why}; trying again in {} s",
+                        wait.as_secs()
+                    );
+                    if let Some(readiness) = &self.readiness {
+                        readiness.set_waiting(Some(why));
+                    }
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(RETRY_MAX);
+                }
+            }
+        };
+        if let Some(readiness) = &self.readiness {
+            readiness.set_waiting(None);
+        }
+        self.evaluate(cm.as_ref()).await;
+        Ok(())
+    }
+
+    /// Reads the ConfigMap and the record of the set in force, [`STARTUP_ATTEMPTS`] times with
+    /// backoff.
+    async fn read_startup(
+        &mut self,
+    ) -> Result<(Option<ConfigMap>, Option<ConfigMap>), kube::Error> {
         let mut delay = RETRY_MIN;
         let mut attempt = 1;
-        let (cm, recorded) = loop {
+        loop {
             let read = async {
                 let cm = self.api().get_opt(&self.config.name).await?;
                 let name = record::name(&self.config.name);
@@ -238,7 +313,7 @@ impl Source {
                 Ok::<_, kube::Error>((cm, recorded))
             };
             match read.await {
-                Ok(read) => break read,
+                Ok(read) => return Ok(read),
                 Err(err) if attempt < STARTUP_ATTEMPTS => {
                     warn!(error = %error_chain(&err), attempt, retry_in = ?delay, "failed to read the guest ConfigMap and its record; retrying");
                     tokio::time::sleep(delay).await;
@@ -247,27 +322,41 @@ impl Source {
                 }
                 Err(err) => return Err(err),
             }
-        };
-        self.restore(recorded, cm.as_ref()).await;
-        self.evaluate(cm.as_ref()).await;
-        Ok(())
+        }
     }
 
     /// Puts the recorded set in force, checked against the trusted keys and the `run` pins but
-    /// not dry-run; reports on `about`, the guest ConfigMap.
-    async fn restore(&mut self, recorded: Option<ConfigMap>, about: Option<&ConfigMap>) {
+    /// not dry-run; reports on `about`, the guest ConfigMap. A recorded guest that cannot be
+    /// fetched puts nothing in force.
+    async fn restore(
+        &mut self,
+        recorded: Option<ConfigMap>,
+        about: Option<&ConfigMap>,
+    ) -> Restored {
         let name = record::name(&self.config.name);
         let contents = match recorded {
             None => {
                 self.recorded = Some(Contents::default().set_key(&self.base));
-                return;
+                return Restored::Done;
             }
             Some(cm) => self.read(&cm).await,
         };
         let contents = match contents {
             Err(Rejection::Malformed(problem)) => {
                 warn!(record = %name, %problem, "the record of the guests in force is malformed; it is not restored");
-                return;
+                return Restored::Done;
+            }
+            Err(rejection @ Rejection::Fetch { .. }) => {
+                let message = error_chain(&rejection);
+                self.metrics.guest_rejected(rejection.kind());
+                warn!(record = %name, reason = rejection.kind(), error = %message, "a guest of the record could not be fetched; waiting for it, nothing in force changes");
+                let note = format!(
+                    "the guests recorded in {name} could not be fetched: {message}; the \
+                     controller waits for them (delete {name} to start on the base guest)"
+                );
+                self.report(about, EventType::Warning, "GuestRestoreWaiting", note)
+                    .await;
+                return Restored::Unfetched(message);
             }
             other => other,
         };
@@ -277,7 +366,8 @@ impl Source {
         {
             self.in_force = contents.pulled();
             self.recorded = Some(key.clone());
-            return;
+            self.note_in_force();
+            return Restored::Done;
         }
         let restored = match contents.and_then(|c| self.check(&c, false).map(|()| c)) {
             Ok(contents) => self.load_set(&contents).await.map(|set| (set, contents)),
@@ -299,6 +389,7 @@ impl Source {
                 );
                 self.report(about, EventType::Normal, "GuestRestored", note)
                     .await;
+                self.note_in_force();
             }
             Err(rejection) => {
                 let message = error_chain(&rejection);
@@ -310,8 +401,10 @@ impl Source {
                 );
                 self.report(about, EventType::Warning, "GuestRestoreFailed", note)
                     .await;
+                self.note_in_force();
             }
         }
+        Restored::Done
     }
 
     /// Watches the ConfigMap until `shutdown` completes.
@@ -367,8 +460,13 @@ impl Source {
             Some(cm) => self.read(cm).await,
         };
         let key = CandidateKey::of(&contents, &self.base);
+        // NB: a guest that could not be fetched is fetched again when pushed again (`guest
+        // push` clears the state annotation), after the credentials were fixed, say.
+        let pushed_again =
+            cm.is_some_and(|c| !c.annotations().contains_key(ANNOTATION_GUEST_STATE));
         if let Some((last, rejected)) = &self.last
             && *last == key
+            && !(pushed_again && matches!(key, CandidateKey::Unfetched(_)))
         {
             self.backoff = None;
             // NB: `guest push` clears the state annotation; answer it again.
@@ -384,6 +482,7 @@ impl Source {
         {
             self.backoff = None;
             self.in_force = contents.pulled();
+            self.note("candidate", None);
             self.write_status(cm, None).await;
             self.record(contents).await;
             return;
@@ -408,6 +507,7 @@ impl Source {
                 );
                 self.report(about, EventType::Normal, "GuestActivated", note)
                     .await;
+                self.note_in_force();
                 self.write_status(cm, None).await;
                 self.record(&contents).await;
             }
@@ -418,6 +518,10 @@ impl Source {
                 self.backoff = Some((delay * 2).min(RETRY_MAX));
                 warn!(reason = rejection.kind(), error = %message, retry_in = ?delay, "guest evaluation failed; retrying, the guests in force stay");
                 let note = format!("{message}; retrying in {delay:?}");
+                self.note(
+                    "candidate",
+                    Some(format!("{note}; the guests in force stay")),
+                );
                 self.report(about, EventType::Warning, "GuestRetrying", note)
                     .await;
                 self.last = None;
@@ -432,6 +536,7 @@ impl Source {
                 let message = error_chain(&rejection);
                 self.metrics.guest_rejected(rejection.kind());
                 warn!(reason = rejection.kind(), error = %message, "guest rejected; the last good guest stays in force");
+                self.note("candidate", None);
                 self.report(about, EventType::Warning, "GuestRejected", message.clone())
                     .await;
                 self.last = Some((key, Some(message.clone())));
