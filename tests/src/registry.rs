@@ -38,8 +38,9 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../hack/registry.sh")
 }
 
-/// Fails unless build-imagetools.sh has built the registry and htpasswd.
-fn check_built() -> anyhow::Result<()> {
+/// The directory build-imagetools.sh builds the image tools into; fails unless it holds the
+/// registry and htpasswd (and oras).
+fn tools_dir() -> anyhow::Result<PathBuf> {
     let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../hack/controlplane/lib.sh");
     let output = Command::new("bash")
         .arg("-c")
@@ -49,12 +50,12 @@ fn check_built() -> anyhow::Result<()> {
         .output()
         .with_context(|| format!("failed to run cp_imagetools_dir of {}", lib.display()))?;
     let dir = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
-    for tool in ["registry", "htpasswd"] {
+    for tool in ["registry", "htpasswd", "oras"] {
         if !output.status.success() || !dir.join(tool).is_file() {
             bail!("no {tool} in {}; {BUILD_HINT}", dir.display());
         }
     }
-    Ok(())
+    Ok(dir)
 }
 
 impl Registry {
@@ -76,7 +77,7 @@ impl Registry {
     }
 
     fn start_on(state: &Path, port: Option<String>) -> anyhow::Result<Self> {
-        check_built()?;
+        tools_dir()?;
         std::fs::create_dir_all(state)?;
         let mut command = Command::new(script());
         if let Some(port) = port {
@@ -131,6 +132,26 @@ impl Registry {
             bail!("hack/registry.sh stop failed");
         }
         Ok(())
+    }
+
+    /// `oras ARGS` (the OCI artifact CLI, built with the registry) with this registry's CA and
+    /// user, run in `dir`; its stdout, or an error with its stderr.
+    pub fn oras(&self, dir: &Path, args: &[&str]) -> anyhow::Result<String> {
+        let ca = self.ca.display().to_string();
+        let auth = ["--ca-file", &ca, "-u", &self.user, "-p", &self.password];
+        let output = Command::new(tools_dir()?.join("oras"))
+            .args(args)
+            .args(auth)
+            .current_dir(dir)
+            .output()
+            .context("failed to run oras")?;
+        if !output.status.success() {
+            bail!(
+                "oras {args:?} failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
 
     /// The credentials of its user.

@@ -174,3 +174,40 @@ async fn a_tampered_blob_a_huge_blob_and_a_container_image_are_rejected() -> any
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// What oras (the OCI artifact CLI) pushes, the operator pulls, with the empty config and with
+/// the wasm config `wkg` writes; and what `guest push --to` pushes, oras reads back as the
+/// same component.
+#[tokio::test]
+async fn guests_travel_both_ways_between_oras_and_the_operator() -> anyhow::Result<()> {
+    let dir = state_dir("oras");
+    let registry = Registry::start(&dir.join("registry"))?;
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work)?;
+    std::fs::write(work.join("guest.wasm"), tiered_guest())?;
+    std::fs::write(work.join("config.json"), b"{}")?;
+    let client = registry.client(Limits::default())?;
+    let wasm_config = format!("config.json:{}", artifact::WASM_CONFIG);
+    for (repo, config) in [("plain", None), ("wasm-config", Some(wasm_config.as_str()))] {
+        let target = format!("{}/oras/{repo}:v1", registry.addr);
+        let mut args = vec!["push", "--format", "go-template={{.digest}}", &target];
+        args.extend(config.iter().flat_map(|c| ["--config", c]));
+        args.push("guest.wasm:application/wasm");
+        let digest = registry.oras(&work, &args)?;
+        let pinned =
+            oci::Pinned::parse(&format!("{}/oras/{repo}@{}", registry.addr, digest.trim()))?;
+        let pulled = client.pull(&pinned).await?;
+        assert_eq!(pulled.wasm, tiered_guest(), "pushed by oras ({repo})");
+    }
+
+    let pinned = client
+        .push(&target(&registry, "guests/ours")?, tiered_guest())
+        .await?;
+    let manifest = registry.oras(&work, &["manifest", "fetch", &pinned.to_string()])?;
+    let layer = artifact::wasm_layer(manifest.as_bytes()).map_err(anyhow::Error::msg)?;
+    let blob = format!("{}/guests/ours@{}", registry.addr, layer.digest);
+    registry.oras(&work, &["blob", "fetch", "--output", "fetched.wasm", &blob])?;
+    assert_eq!(std::fs::read(work.join("fetched.wasm"))?, tiered_guest());
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
