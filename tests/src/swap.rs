@@ -16,7 +16,7 @@ use app_operator::swap::trust::TrustedKeys;
 use app_operator::swap::{Guests, source};
 use app_operator::{controller, guest};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
 use wasm_encoder::{ComponentSection, CustomSection};
@@ -87,7 +87,6 @@ impl SwapOperator {
         })?;
         let guests = Guests::new(runtime.load_default()?);
         let metrics = Metrics::default();
-        let recorder = Recorder::new(client.clone(), Reporter::from("app-operator-e2e"));
         let config = source::Config {
             namespace: namespace.to_owned(),
             name: GUEST_CONFIGMAP.to_owned(),
@@ -104,7 +103,7 @@ impl SwapOperator {
             base,
             guests.clone(),
             metrics.clone(),
-            recorder,
+            Reporter::from("app-operator-e2e"),
             config,
         )
         .with_readiness(readiness.clone());

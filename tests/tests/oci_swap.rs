@@ -68,20 +68,15 @@ fn push_to(
     Ok(args)
 }
 
-/// Waits until the guest ConfigMap says Rejected with a message containing `expected` and, with
-/// `event`, until an Event GuestRejected says the same; checks the last good guest, `good`,
-/// stays in force.
-///
-/// NB: one operator's recorder folds Events of one reason about one object into a series that
-/// keeps the first note, so only the first rejection an operator reports can be read back by
-/// its note.
+/// Waits until the guest ConfigMap says Rejected with a message containing `expected` and an
+/// Event GuestRejected says the same (each note is an Event of its own); checks the last good
+/// guest, `good`, stays in force.
 async fn assert_rejected(
     client: &kube::Client,
     ns: &str,
     operator: &SwapOperator,
     good: &str,
     expected: &str,
-    event: bool,
 ) -> anyhow::Result<()> {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let what = format!("the guest ConfigMap to say Rejected: {expected}");
@@ -106,9 +101,6 @@ async fn assert_rejected(
     assert_eq!(operator.guests.current().stable.digest(), good, "{message}");
     let what = format!("an Event GuestRejected saying {expected}");
     wait::until(&what, CONVERGE, || async {
-        if !event {
-            return Ok(Some(()));
-        }
         let found = events(client, ns, GUEST_CONFIGMAP, "GuestRejected").await?;
         Ok(found
             .into_iter()
@@ -240,7 +232,7 @@ async fn guests_by_reference_converge_survive_the_registry_and_reject_bad_artifa
         &Patch::Merge(&patch),
     )
     .await?;
-    assert_rejected(&client, ns.name(), &operator, &tiered, "hashes to", true).await?;
+    assert_rejected(&client, ns.name(), &operator, &tiered, "hashes to").await?;
 
     // Not a component: bytes in an `application/wasm` layer that do not load.
     let err = push_with(push_to(
@@ -261,7 +253,6 @@ async fn guests_by_reference_converge_survive_the_registry_and_reject_bad_artifa
         &operator,
         &tiered,
         "failed to load the stable guest",
-        false,
     )
     .await?;
     operator.stop().await;
@@ -283,15 +274,7 @@ async fn guests_by_reference_converge_survive_the_registry_and_reject_bad_artifa
         .await
         .expect_err("unauthorised");
     assert!(format!("{err:#}").contains("refused access"), "{err:#}");
-    assert_rejected(
-        &client,
-        ns.name(),
-        &operator,
-        &tiered,
-        "refused access",
-        false,
-    )
-    .await?;
+    assert_rejected(&client, ns.name(), &operator, &tiered, "refused access").await?;
     operator.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

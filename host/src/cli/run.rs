@@ -403,7 +403,6 @@ pub async fn exec(args: Args) -> Result<()> {
             }
             None => info!("guest signatures are not required (no --guest-trusted-key)"),
         }
-        let recorder = config.recorder(&client);
         let fetcher = args.fetcher(&client, &source_config.namespace).await?;
         let source = swap::source::Source::new(
             client.clone(),
@@ -411,7 +410,7 @@ pub async fn exec(args: Args) -> Result<()> {
             base,
             guests.clone(),
             metrics.clone(),
-            recorder,
+            config.reporter(),
             source_config,
         )
         .with_fetcher(fetcher)

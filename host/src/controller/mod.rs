@@ -71,13 +71,15 @@ impl Config {
     /// The Event recorder for this operator: [`Config::reporter`], and the Pod name (`POD_NAME`)
     /// as the instance.
     pub fn recorder(&self, client: &Client) -> Recorder {
-        Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: self.reporter.clone(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        )
+        Recorder::new(client.clone(), self.reporter())
+    }
+
+    /// Who the Events say reported them: this controller, and the Pod (`POD_NAME`) if known.
+    pub fn reporter(&self) -> Reporter {
+        Reporter {
+            controller: self.reporter.clone(),
+            instance: std::env::var("POD_NAME").ok(),
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 //! keeps a [`record`] of the set in force; [`selector`] parses the canary's label selector.
 
 pub mod contents;
+mod note_recorder;
 pub mod pin;
 pub mod record;
 pub mod rejection;

@@ -32,13 +32,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ListParams, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tracing::{info, warn};
 
 use super::contents::{self, Contents, Pulled};
+use super::note_recorder::NoteRecorder;
 use super::pin::{Origin, Pins};
 use super::rejection::{self, Rejection};
 use super::{Canary, Guests, Role, Set, SetKey, record, selector, server_dry_run, trust, validate};
@@ -77,7 +78,8 @@ pub struct Source {
     base: Arc<[u8]>,
     guests: Guests,
     metrics: Metrics,
-    recorder: Recorder,
+    /// Publishes the Events about the guest ConfigMap.
+    events: NoteRecorder,
     config: Config,
     /// The last candidate evaluated and why it was rejected, so that an unchanged one is not
     /// tried again.
@@ -170,16 +172,16 @@ impl Source {
         base: Arc<[u8]>,
         guests: Guests,
         metrics: Metrics,
-        recorder: Recorder,
+        reporter: Reporter,
         config: Config,
     ) -> Self {
         Self {
+            events: NoteRecorder::new(client.clone(), reporter),
             client,
             runtime,
             base,
             guests,
             metrics,
-            recorder,
             config,
             last: None,
             retry: None,
@@ -625,7 +627,13 @@ impl Source {
     }
 
     /// Publishes an Event about the ConfigMap.
-    async fn report(&self, cm: Option<&ConfigMap>, type_: EventType, reason: &str, note: String) {
+    async fn report(
+        &mut self,
+        cm: Option<&ConfigMap>,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
         let Some(cm) = cm else {
             return;
         };
@@ -636,7 +644,7 @@ impl Source {
             action: "Swap".into(),
             secondary: None,
         };
-        if let Err(err) = self.recorder.publish(&event, &cm.object_ref(&())).await {
+        if let Err(err) = self.events.publish(&event, &cm.object_ref(&())).await {
             warn!(error = %err, reason, "failed to publish an event");
         }
     }
