@@ -7,6 +7,7 @@
 //! takes rotated registry credentials without a restart.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use app_operator::cli::registry::RegistryArgs;
 use app_operator::consts::{
@@ -20,6 +21,7 @@ use app_operator::oci::reference::Tagged;
 use app_operator::oci::{self, Credentials, Fetcher, Limits};
 use app_operator::readiness::Verdict;
 use app_operator::swap::record;
+use app_operator::swap::trust::TrustedKeys;
 use app_operator::testing::tiered_guest;
 use app_operator_e2e::appservice::{CONVERGE, create, events, sample_named};
 use app_operator_e2e::registry::Registry;
@@ -407,6 +409,50 @@ async fn a_restart_waits_for_the_guest_in_force_and_takes_rotated_credentials() 
     for name in APPS {
         wait_digest(&client, ns.name(), name, &python_digest).await?;
     }
+    operator.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// With `--guest-trusted-key`, a guest given by reference is checked like an inline one: its
+/// signature sits beside the reference in the ConfigMap and must verify over the pulled bytes.
+#[tokio::test]
+async fn signed_guests_by_reference_are_checked_like_inline_ones() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "oci-signed").await?;
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("app-operator-oci-signed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let registry = Registry::start(&dir.join("registry"))?;
+    let keys = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../host/tests/fixtures/keys");
+    let trusted = TrustedKeys::load(&[keys.join("trusted.pub.pem")])?;
+    let options = Options {
+        trusted_keys: Some(Arc::new(trusted)),
+        fetcher: Some(fetcher(
+            &registry,
+            registry.credentials()?,
+            &dir.join("cache"),
+        )?),
+        ..Options::default()
+    };
+    let operator = SwapOperator::start_with(&client, ns.name(), options).await?;
+    create(&client, ns.name(), &sample_named("web")).await?;
+    let default = guest::digest(guest::default_guest());
+    wait_digest(&client, ns.name(), "web", &default).await?;
+
+    let mut args = push_to(ns.name(), &registry, tiered_guest(), "guests/signed")?;
+    args.sign_key = Some(keys.join("untrusted.key.pem"));
+    let err = push_with(args).await.expect_err("an untrusted signature");
+    assert!(
+        format!("{err:#}").contains("does not verify with any trusted key"),
+        "{err:#}"
+    );
+    assert_eq!(operator.guests.current().stable.digest(), default);
+
+    let mut args = push_to(ns.name(), &registry, tiered_guest(), "guests/signed")?;
+    args.sign_key = Some(keys.join("trusted.key.pem"));
+    push_with(args).await?;
+    wait_digest(&client, ns.name(), "web", &guest::digest(tiered_guest())).await?;
     operator.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
