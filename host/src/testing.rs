@@ -12,15 +12,20 @@ pub fn tiered_guest() -> &'static [u8] {
     include_bytes!(env!("APP_OPERATOR_TIERED_GUEST"))
 }
 
-/// The example guest `name` (`python`, `javascript`) that `make guests` (hack/guests/build.sh)
-/// builds into `$APP_OPERATOR_GUESTS_DIR`, else the workspace's `target/guests/`; an error
-/// saying how to build it when it is missing.
-pub fn example_guest(name: &str) -> Result<Vec<u8>, String> {
-    let dir = std::env::var_os("APP_OPERATOR_GUESTS_DIR").map_or_else(
+/// Where `make guests` (hack/guests/build.sh) builds the example guests:
+/// `$APP_OPERATOR_GUESTS_DIR`, else the workspace's `target/guests/`. Its `precompiled/`
+/// directory is the precompiled cache the tests that load them share.
+pub fn example_guests_dir() -> std::path::PathBuf {
+    std::env::var_os("APP_OPERATOR_GUESTS_DIR").map_or_else(
         || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/guests"),
         std::path::PathBuf::from,
-    );
-    let path = dir.join(format!("{name}.wasm"));
+    )
+}
+
+/// The example guest `name` (`python`, `javascript`) from [`example_guests_dir`]; an error
+/// saying how to build it when it is missing.
+pub fn example_guest(name: &str) -> Result<Vec<u8>, String> {
+    let path = example_guests_dir().join(format!("{name}.wasm"));
     std::fs::read(&path).map_err(|e| {
         format!(
             "{}: {e}; build the example guests with `make guests` (hack/guests/build.sh)",

@@ -373,6 +373,23 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
         "{out}"
     );
 
+    // The Python and JavaScript example guests render the default mapping: nothing to do.
+    let cached = guest::Runtime::new(guest::Config {
+        cache_dir: Some(app_operator::testing::example_guests_dir().join("precompiled")),
+        ..guest::Config::default()
+    })?;
+    for name in ["python", "javascript"] {
+        let wasm = app_operator::testing::example_guest(name).map_err(anyhow::Error::msg)?;
+        let policy = cached.load(&wasm)?;
+        let out = app_operator::cli::plan::plan(&client, &policy, Some(ns.name()))
+            .await?
+            .text();
+        assert!(
+            out.contains("1 AppServices: 0 to create, 0 to change, 0 to delete, 0 refused\n"),
+            "{name}: {out}"
+        );
+    }
+
     let tiered = runtime.load(tiered_guest())?;
     let out = app_operator::cli::plan::plan(&client, &tiered, Some(ns.name()))
         .await?
