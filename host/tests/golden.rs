@@ -63,7 +63,7 @@ async fn suite(policy: &guest::Policy) {
     for case in &cases {
         let verdict = conformance::check(policy, case).await;
         if !verdict.passed() {
-            failures.push_str(&verdict.report(&conformance::name(case)));
+            failures.push_str(&verdict.report(&conformance::name(Path::new(GOLDEN), case)));
         }
     }
     assert!(
