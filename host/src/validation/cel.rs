@@ -23,7 +23,7 @@ impl Rules {
         Ok(Self { compiled, root })
     }
 
-    /// Every rule `object` breaks. A rule kube-cel cannot evaluate counts as broken (it fails
+    /// Every rule `object` breaks, by field path. A rule kube-cel cannot evaluate counts as broken (it fails
     /// closed), with kube-cel's reason.
     pub fn check(&self, object: &Value) -> Vec<FieldError> {
         let validator = kube_cel::Validator::new();
@@ -35,6 +35,10 @@ impl Rules {
         ) else {
             return Vec::new();
         };
+        // NB: kube-cel's order of the schema's properties varies from run to run; by field
+        // path, the output is stable (and in the API server's order for sibling fields).
+        let mut errors = errors.into_vec();
+        errors.sort_by(|a, b| a.field_path.cmp(&b.field_path));
         errors
             .iter()
             .map(|e| {
