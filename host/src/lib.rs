@@ -23,6 +23,7 @@ pub mod telemetry;
 #[cfg(feature = "test-guests")]
 pub mod testing;
 pub mod text;
+pub mod validation;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -101,6 +102,16 @@ pub enum Error {
     /// The input is not what the command expects, e.g. not an AppService.
     #[error("{0}")]
     Input(String),
+    /// An AppService the API server would refuse (its CRD's schema and CEL rules, checked
+    /// locally by [`validation`]).
+    #[error("{what} is not a valid AppService (the API server would refuse it)")]
+    InvalidApp {
+        /// Where it comes from, e.g. a file name.
+        what: String,
+        /// Every failure, each naming its field.
+        #[source]
+        source: validation::Invalid,
+    },
     /// A YAML document could not be parsed or printed.
     #[error("invalid YAML in {what}")]
     Yaml {

@@ -1,4 +1,5 @@
-//! Golden tests, the conformance suite of every guest: each folder under `tests/golden/` holds
+//! Golden tests, the conformance suite of every guest: each case folder under `tests/golden/`
+//! (`tests/golden/invalid/` groups the AppServices the API server refuses) holds
 //! an `input.yaml` and either the `expected.yaml` that `app-operator render` prints or the
 //! `expected-error.txt` it fails with, run through the production runtime and
 //! `cli::conformance` (what `app-operator guest test` runs) against the compiled default guest
@@ -63,7 +64,7 @@ async fn suite(policy: &guest::Policy) {
     for case in &cases {
         let verdict = conformance::check(policy, case).await;
         if !verdict.passed() {
-            failures.push_str(&verdict.report(&conformance::name(case)));
+            failures.push_str(&verdict.report(&conformance::name(Path::new(GOLDEN), case)));
         }
     }
     assert!(

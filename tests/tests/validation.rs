@@ -83,7 +83,7 @@ fn invalid_cases() -> Vec<(&'static str, Value, &'static str)> {
         (
             "targetPort name without a letter",
             json!({"ports": [port(json!({"targetPort": "8080"}))]}),
-            "a named targetPort must contain a letter",
+            "spec.ports[0].targetPort",
         ),
         (
             "targetPort 0",

@@ -57,7 +57,7 @@ pub async fn exec(args: Args) -> Result<()> {
     let mut failed = 0;
     for case in &cases {
         let verdict = check(&policy, case).await;
-        print!("{}", verdict.report(&name(case)));
+        print!("{}", verdict.report(&name(&args.cases, case)));
         failed += usize::from(!verdict.passed());
     }
     println!("{} passed, {failed} failed", cases.len() - failed);
@@ -71,19 +71,11 @@ pub async fn exec(args: Args) -> Result<()> {
     }
 }
 
-/// The case directories under `dir` (those with an `input.yaml`), sorted.
+/// The case directories under `dir` (those with an `input.yaml`), sorted; a directory without
+/// one groups cases (`tests/golden/invalid/`) and is searched in turn.
 pub fn cases(dir: &Path) -> Result<Vec<PathBuf>> {
-    let read = |source| Error::Read {
-        path: dir.to_owned(),
-        source,
-    };
     let mut cases = Vec::new();
-    for entry in fs::read_dir(dir).map_err(read)? {
-        let path = entry.map_err(read)?.path();
-        if path.join("input.yaml").is_file() {
-            cases.push(path);
-        }
-    }
+    collect(dir, &mut cases)?;
     cases.sort();
     if cases.is_empty() {
         return Err(Error::Input(format!(
@@ -94,6 +86,22 @@ pub fn cases(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(cases)
 }
 
+fn collect(dir: &Path, cases: &mut Vec<PathBuf>) -> Result<()> {
+    let read = |source| Error::Read {
+        path: dir.to_owned(),
+        source,
+    };
+    for entry in fs::read_dir(dir).map_err(read)? {
+        let path = entry.map_err(read)?.path();
+        if path.join("input.yaml").is_file() {
+            cases.push(path);
+        } else if path.is_dir() {
+            collect(&path, cases)?;
+        }
+    }
+    Ok(())
+}
+
 /// What a guest makes of a case: the file it is compared with and its expected content.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -101,6 +109,9 @@ pub struct Outcome {
     pub file: &'static str,
     /// The normalised output (or error line, ending with a newline).
     pub text: String,
+    /// Whether the input itself is refused (the API server would refuse it), so the guest was
+    /// not called.
+    pub invalid_input: bool,
 }
 
 /// Renders the case's input through `policy`, normalised for comparison.
@@ -114,8 +125,10 @@ pub async fn outcome(policy: &guest::Policy, case: &Path) -> Outcome {
         Ok(yaml) => Outcome {
             file: "expected.yaml",
             text: yaml.replace(policy.digest(), DIGEST_PLACEHOLDER),
+            invalid_input: false,
         },
         Err(e) => {
+            let invalid_input = matches!(e, Error::InvalidApp { .. });
             let message = format!("{:#}", anyhow::Error::from(e));
             Outcome {
                 file: "expected-error.txt",
@@ -123,6 +136,7 @@ pub async fn outcome(policy: &guest::Policy, case: &Path) -> Outcome {
                     "{}\n",
                     message.replace(&input.display().to_string(), "input.yaml")
                 ),
+                invalid_input,
             }
         }
     }
@@ -159,7 +173,13 @@ impl Verdict {
             Verdict::Pass => format!("ok   {case}\n"),
             Verdict::Differs { file, diff } => format!("FAIL {case}: differs from {file}\n{diff}"),
             Verdict::Missing { actual } => {
-                let mut out = format!("FAIL {case}: no {}; the guest gave:\n", actual.file);
+                let mut out = match actual.invalid_input {
+                    true => format!(
+                        "FAIL {case}: the input is not a valid AppService (the cluster would \
+                         refuse it), so the guest was not called:\n"
+                    ),
+                    false => format!("FAIL {case}: no {}; the guest gave:\n", actual.file),
+                };
                 for line in actual.text.lines() {
                     let _ = writeln!(out, "    {line}");
                 }
@@ -193,12 +213,12 @@ pub fn compare(actual: &Outcome, expected: Option<String>) -> Verdict {
     }
 }
 
-/// The case's directory name.
-pub fn name(case: &Path) -> String {
-    case.file_name().map_or_else(
-        || case.display().to_string(),
-        |n| n.to_string_lossy().into_owned(),
-    )
+/// The case's name: its directory under `root` (`invalid/empty-image`).
+pub fn name(root: &Path, case: &Path) -> String {
+    case.strip_prefix(root)
+        .unwrap_or(case)
+        .display()
+        .to_string()
 }
 
 #[cfg(test)]
@@ -209,6 +229,7 @@ mod tests {
         Outcome {
             file: "expected.yaml",
             text: text.into(),
+            invalid_input: false,
         }
     }
 
@@ -232,6 +253,21 @@ mod tests {
             report.contains("-  replicas: 1\n+  replicas: 2\n"),
             "{report}"
         );
+    }
+
+    #[test]
+    fn an_invalid_input_is_reported_as_such() {
+        let invalid = Outcome {
+            file: "expected-error.txt",
+            text: "input.yaml is not a valid AppService: spec.image: Required value\n".into(),
+            invalid_input: true,
+        };
+        let report = compare(&invalid, None).report("typo");
+        assert!(
+            report.starts_with("FAIL typo: the input is not a valid AppService"),
+            "{report}"
+        );
+        assert!(report.contains("    input.yaml is not a valid AppService: spec.image"));
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! guest and shows what the controller would do: the children it would create or change (a
 //! diff with the live child), those it would delete, and what the guest or the API server
 //! refuses. Writes nothing: each child goes through the same server-side dry run as a swap
-//! ([`server_dry_run`]), so the diff includes the API server's defaults and its validation.
+//! ([`server_dry_run`]), so the diff includes the API server's defaults and its validation. An
+//! AppService that fails its CRD's checks ([`Validator`]) is reported as invalid, the guest is
+//! not called for it, and `plan` exits non-zero after printing the plan.
 
 mod model;
 
@@ -22,6 +24,7 @@ use crate::controller::apply::{ChildKind, keep, orphans_among, ownership};
 use crate::crd::AppService;
 use crate::guest::{self, DesiredObject, admission::Level};
 use crate::swap::server_dry_run;
+use crate::validation::Validator;
 use crate::{Error, Result, error_chain, namespaces, stamp};
 
 /// How `plan` prints.
@@ -77,7 +80,12 @@ pub async fn exec(args: Args) -> Result<()> {
             serde_json::to_string_pretty(&plan).expect("a plan serializes to JSON")
         ),
     }
-    Ok(())
+    match plan.invalid() {
+        0 => Ok(()),
+        n => Err(Error::Input(format!(
+            "{n} AppServices are not valid against the CRD; the guest was not called for them"
+        ))),
+    }
 }
 
 /// The plan for every AppService (in `namespace`, or all) under `policy`. Fails only when the
@@ -158,8 +166,19 @@ async fn plan_app(
         namespace: ns.clone(),
         name: app.name_any(),
         error: None,
+        invalid: false,
         children: Vec::new(),
     };
+    // NB: a stored AppService can fail today's CRD (one stored before a rule was added); the
+    // guest is not asked about an AppService the API server would refuse as it is.
+    let object = serde_json::to_value(app).unwrap_or_default();
+    if let Err(invalid) = Validator::app_service().validate(&object) {
+        plan.error = Some(format!(
+            "not a valid AppService (the API server would refuse it as it is): {invalid}"
+        ));
+        plan.invalid = true;
+        return plan;
+    }
     let objects = match policy.render(app, level).await {
         Ok(objects) => objects,
         Err(err) => {

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::crd::AppService;
 use crate::guest::{self, DesiredObject};
+use crate::validation::Validator;
 use crate::{Error, Result, consts, stamp};
 
 /// Arguments of `app-operator render`.
@@ -73,7 +74,9 @@ pub async fn render(policy: &guest::Policy, app: &AppService) -> Result<String> 
     to_yaml(app, policy.digest(), &objects)
 }
 
-/// Parses an AppService manifest, checking its apiVersion and kind.
+/// Parses an AppService manifest, checking its apiVersion and kind, and validates it as the API
+/// server would ([`Validator::app_service`]): the AppService returned is the one the cluster
+/// would store, with the CRD's defaults applied.
 pub fn read_app(path: &Path) -> Result<AppService> {
     let text = String::from_utf8_lossy(&read(path)?).into_owned();
     let what = path.display().to_string();
@@ -97,11 +100,14 @@ pub fn read_app(path: &Path) -> Result<AppService> {
             consts::OWNER_KIND
         )));
     }
-    let app: AppService = serde_yaml_ng::from_value(value).map_err(yaml)?;
-    if app.metadata.name.as_deref().is_none_or(str::is_empty) {
-        return Err(Error::Input(format!("{what} has no metadata.name")));
-    }
-    Ok(app)
+    let object = serde_json::to_value(&value).map_err(|e| Error::Input(format!("{what}: {e}")))?;
+    let stored = Validator::app_service()
+        .validate(&object)
+        .map_err(|source| Error::InvalidApp {
+            what: what.clone(),
+            source,
+        })?;
+    serde_json::from_value(stored).map_err(|e| Error::Input(format!("{what}: {e}")))
 }
 
 /// The stamped objects as multi-document YAML, headed by comments on how they were made.

@@ -25,6 +25,10 @@ pub struct AppPlan {
     /// Why the guest renders nothing for it (nothing is then applied or deleted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether the AppService itself fails its CRD's checks (the `error` says how): the guest
+    /// is not called for it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub invalid: bool,
     /// Its children: those rendered, then those that would be deleted.
     pub children: Vec<ChildPlan>,
 }
@@ -131,14 +135,25 @@ impl Plan {
         }
     }
 
+    /// The AppServices that fail their CRD's checks.
+    pub fn invalid(&self) -> usize {
+        self.appservices.iter().filter(|a| a.invalid).count()
+    }
+
     /// The plan as text: a diff per child created or changed, a line per child deleted,
     /// refused or in error and per AppService the guest fails on, then the summary line.
     pub fn text(&self) -> String {
         let mut out = format!("# plan for guest {}\n", self.guest);
         for app in &self.appservices {
             let (ns, name) = (&app.namespace, &app.name);
-            if let Some(error) = &app.error {
-                let _ = writeln!(out, "! refused AppService {ns}/{name}: {error}");
+            match (&app.error, app.invalid) {
+                (Some(error), true) => {
+                    let _ = writeln!(out, "! invalid AppService {ns}/{name}: {error}");
+                }
+                (Some(error), false) => {
+                    let _ = writeln!(out, "! refused AppService {ns}/{name}: {error}");
+                }
+                (None, _) => {}
             }
             for child in &app.children {
                 let what = format!("{}/{} {ns} (AppService {name})", child.kind, child.name);
@@ -182,6 +197,7 @@ mod tests {
             namespace: "ns".into(),
             name: name.into(),
             error: error.map(Into::into),
+            invalid: false,
             children,
         }
     }
@@ -221,6 +237,18 @@ mod tests {
         assert!(
             text.contains("! refused AppService ns/panic: guest trapped\n"),
             "{text}"
+        );
+        assert_eq!(plan.invalid(), 0);
+        let mut invalid = app("odd", Some("spec.image: Required value"), vec![]);
+        invalid.invalid = true;
+        let invalid = Plan::new("sha256:a".into(), vec![invalid]);
+        assert_eq!(invalid.invalid(), 1);
+        assert!(
+            invalid
+                .text()
+                .contains("! invalid AppService ns/odd: spec.image: Required value\n"),
+            "{}",
+            invalid.text()
         );
         let errors = Plan::new(
             "sha256:a".into(),
