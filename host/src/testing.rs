@@ -11,3 +11,9 @@ pub fn hostile_guest() -> &'static [u8] {
 pub fn tiered_guest() -> &'static [u8] {
     include_bytes!(env!("APP_OPERATOR_TIERED_GUEST"))
 }
+
+/// The example guest `examples/guests/conditions`, on contract 0.2.0: the objects plus an
+/// `ImagePinned` condition and, for an image not pinned by digest, an `ImageNotPinned` Event.
+pub fn conditions_guest() -> &'static [u8] {
+    include_bytes!(env!("APP_OPERATOR_CONDITIONS_GUEST"))
+}
