@@ -2,6 +2,8 @@
 //! before with nothing to report, and a 0.2.0 guest (`examples/guests/conditions`) reports its
 //! condition and Event, within the host's bounds.
 
+use std::fs;
+use std::path::PathBuf;
 use std::sync::LazyLock;
 
 use app_operator::crd::{AppService, AppServiceSpec};
@@ -11,8 +13,18 @@ const TIERED: &[u8] = include_bytes!(env!("APP_OPERATOR_TIERED_GUEST"));
 const CONDITIONS: &[u8] = include_bytes!(env!("APP_OPERATOR_CONDITIONS_GUEST"));
 
 static RUNTIME: LazyLock<guest::Runtime> = LazyLock::new(|| {
-    guest::Runtime::new(guest::Config::default()).expect("the default config is valid")
+    let config = guest::Config {
+        cache_dir: Some(guests_dir().join("precompiled")),
+        ..guest::Config::default()
+    };
+    guest::Runtime::new(config).expect("the config is valid")
 });
+
+/// Where `make guests` puts the example guests.
+fn guests_dir() -> PathBuf {
+    std::env::var_os("APP_OPERATOR_GUESTS_DIR")
+        .map_or_else(|| PathBuf::from("../target/guests"), PathBuf::from)
+}
 
 fn app(image: &str) -> AppService {
     let mut app = AppService::new(
@@ -91,6 +103,43 @@ async fn a_0_2_0_guest_reports_a_condition_and_an_event() {
         .expect("renders");
     assert_eq!(rendering.report.conditions[0].status, ConditionStatus::True);
     assert!(rendering.report.events.is_empty());
+}
+
+/// `target/guests/<name>.wasm`, built by `make guests`; fails, saying so, when it is missing.
+fn example_guest(name: &str) -> Vec<u8> {
+    let path = guests_dir().join(format!("{name}.wasm"));
+    fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the example guests with `make guests` (hack/guests/build.sh)",
+            path.display()
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_and_javascript_0_2_0_guests_report_like_the_rust_one() {
+    let rust = RUNTIME
+        .load(CONDITIONS)
+        .expect("the Rust 0.2.0 guest loads");
+    let expected = rust
+        .render_reported(&app("nginx:1.27"), None)
+        .await
+        .expect("renders")
+        .report;
+    for name in ["python-conditions", "javascript-conditions"] {
+        let policy = RUNTIME.load(&example_guest(name)).expect("the guest loads");
+        assert_eq!(
+            policy.inspect().world.as_deref(),
+            Some("kudevops:appservice/appservice-policy@0.2.0"),
+            "{name}"
+        );
+        let rendering = policy
+            .render_reported(&app("nginx:1.27"), None)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(rendering.report, expected, "{name}");
+        assert_eq!(rendering.objects[0].kind, "Deployment", "{name}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

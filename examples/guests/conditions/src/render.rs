@@ -38,7 +38,7 @@ pub fn render(app: &AppService) -> Result<Rendering, PolicyError> {
         false => (
             ConditionStatus::False,
             "NotPinned",
-            format!("{image} is a tag; pin it by digest (@sha256:...) for reproducible rollouts"),
+            format!("{image} is not pinned by digest"),
         ),
     };
     let mut events = Vec::new();
