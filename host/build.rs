@@ -3,15 +3,16 @@
 //!
 //! Sets `APP_OPERATOR_DEFAULT_GUEST` (embedded by `guest::default_guest`) and
 //! `APP_OPERATOR_HOSTILE_GUEST` (read by the sandbox tests) and `APP_OPERATOR_TIERED_GUEST` (the
-//! example guest of `examples/guests/tiered`, read by the hot swap tests) to the built `.wasm`
-//! paths.
+//! example guest of `examples/guests/tiered`, read by the hot swap tests) and
+//! `APP_OPERATOR_CONDITIONS_GUEST` (the 0.2.0 example guest of `examples/guests/conditions`) to
+//! the built `.wasm` paths.
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// `(package, artifact stem, env var)` of each guest built here.
-const GUESTS: [(&str, &str, &str); 3] = [
+const GUESTS: [(&str, &str, &str); 4] = [
     (
         "app-operator-guest",
         "app_operator_guest",
@@ -26,6 +27,11 @@ const GUESTS: [(&str, &str, &str); 3] = [
         "app-operator-example-tiered-guest",
         "app_operator_example_tiered_guest",
         "APP_OPERATOR_TIERED_GUEST",
+    ),
+    (
+        "app-operator-example-conditions-guest",
+        "app_operator_example_conditions_guest",
+        "APP_OPERATOR_CONDITIONS_GUEST",
     ),
 ];
 

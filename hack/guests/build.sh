@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Builds the Python and JavaScript example guests (examples/guests/{python,javascript}) into
 # $APP_OPERATOR_GUESTS_DIR (default target/guests/): python.wasm with componentize-py and
-# javascript.wasm with ComponentizeJS, the tools from install-tools.sh. A guest is rebuilt only
+# javascript.wasm with ComponentizeJS, the tools from install-tools.sh, on contract 0.1.0; and
+# python-conditions.wasm and javascript-conditions.wasm, their 0.2.0 variants (conditions.py,
+# conditions.js) that also report a condition and an Event. A guest is rebuilt only
 # when its sources, wit/, this script or its tool's version change (a hash of them is kept in
-# <guest>.wasm.key beside it). Prints the two paths on stdout.
+# <guest>.wasm.key beside it). Prints the paths on stdout.
 #
 # Usage: hack/guests/build.sh
 set -euo pipefail
@@ -48,6 +50,17 @@ build_python() {
     componentize app -o "$2" >/dev/null)
 }
 
+build_python_conditions() {
+  (cd "$1" && guests_py -d "$GUESTS_ROOT/wit/0.2.0/appservice.wit" -w appservice-policy \
+    componentize conditions -o "$2" >/dev/null)
+}
+
+build_javascript_conditions() {
+  node "$(guests_js_dir)/node_modules/@bytecodealliance/componentize-js/src/cli.js" \
+    "$1/conditions.js" --wit "$GUESTS_ROOT/wit/0.2.0" --world-name appservice-policy \
+    --disable http fetch-event -o "$2" >/dev/null
+}
+
 build_javascript() {
   # NB: ComponentizeJS wants the WIT directory, not the file. `fetch` (wasi:http) is left out:
   # the host provides no HTTP, and a component that imports it would not load.
@@ -60,6 +73,9 @@ main() {
   "$HERE/install-tools.sh" >/dev/null
   build python "$(guests_py_dir)" examples/guests/python build_python
   build javascript "$(guests_js_dir)" examples/guests/javascript build_javascript
+  build python-conditions "$(guests_py_dir)" examples/guests/python build_python_conditions
+  build javascript-conditions "$(guests_js_dir)" examples/guests/javascript \
+    build_javascript_conditions
 }
 
 main "$@"

@@ -82,3 +82,17 @@ pub const ANNOTATION_GUEST_CANARY: &str = "apps.kudevops.io/guest-canary";
 
 /// Annotation the operator writes on the guest ConfigMap: why the last candidate was rejected.
 pub const ANNOTATION_GUEST_MESSAGE: &str = "apps.kudevops.io/guest-message";
+
+/// Condition types the host owns: the three it writes on every AppService (`Ready`,
+/// `GuestError`, `Degraded`) and three it keeps for itself. A guest may not return them.
+pub const HOST_CONDITION_TYPES: [&str; 6] = [
+    "Ready",
+    "GuestError",
+    "Degraded",
+    "Available",
+    "Progressing",
+    "GuestFailed",
+];
+
+/// Prefix of condition types reserved to the host; a guest may not return them either.
+pub const HOST_CONDITION_PREFIX: &str = "apps.kudevops.io/";

@@ -12,6 +12,12 @@ pub fn tiered_guest() -> &'static [u8] {
     include_bytes!(env!("APP_OPERATOR_TIERED_GUEST"))
 }
 
+/// The example guest `examples/guests/conditions`, on contract 0.2.0: the objects plus an
+/// `ImagePinned` condition and, for an image not pinned by digest, an `ImageNotPinned` Event.
+pub fn conditions_guest() -> &'static [u8] {
+    include_bytes!(env!("APP_OPERATOR_CONDITIONS_GUEST"))
+}
+
 /// Where `make guests` (hack/guests/build.sh) builds the example guests:
 /// `$APP_OPERATOR_GUESTS_DIR`, else the workspace's `target/guests/`. Its `precompiled/`
 /// directory is the precompiled cache the tests that load them share.

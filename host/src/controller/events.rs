@@ -5,11 +5,13 @@
 //! child deleted because the guest no longer renders it. Routine work (creating the children of a
 //! new AppService, following its spec or a new guest) shows in the status and the log, not as
 //! one Event per reconcile. Repeats of one Event are aggregated into a series by kube's
-//! [`Recorder`](kube::runtime::events::Recorder).
+//! [`Recorder`](kube::runtime::events::Recorder). A 0.2.0 guest's own Events go the same way,
+//! when its set of Events for the AppService changes ([`super::reported`]).
 
 use kube::runtime::events::{Event, EventType};
 
 use super::status::Outcome;
+use crate::guest;
 use crate::text::truncate;
 
 /// Longest Event note kept (the API server allows 1 KiB).
@@ -24,6 +26,8 @@ pub struct Facts {
     pub corrected: Vec<String>,
     /// `Kind/name` of the children deleted because the guest no longer renders them.
     pub pruned: Vec<String>,
+    /// The guest's own Events, when its set of them has changed since the last render.
+    pub guest: Vec<guest::Event>,
 }
 
 /// A fall back to the last good guest.
@@ -84,8 +88,18 @@ pub fn derive(outcome: &Outcome<'_>, facts: &Facts) -> Vec<Event> {
         );
         push(EventType::Normal, "Pruned", "Prune", note);
     }
+    for e in &facts.guest {
+        let type_ = match e.type_ {
+            guest::EventType::Normal => EventType::Normal,
+            guest::EventType::Warning => EventType::Warning,
+        };
+        push(type_, &e.reason, GUEST_ACTION, e.note.clone());
+    }
     events
 }
+
+/// The `action` of a guest's own Events.
+pub const GUEST_ACTION: &str = "GuestReport";
 
 #[cfg(test)]
 mod tests {
@@ -149,6 +163,7 @@ mod tests {
             }),
             corrected: vec!["Deployment/web".into(), "Service/web".into()],
             pruned: vec!["Service/old".into()],
+            guest: Vec::new(),
         };
         let events = derive(&APPLIED, &facts);
         assert_eq!(
@@ -164,6 +179,22 @@ mod tests {
             corrected.contains("Deployment/web, Service/web"),
             "{corrected}"
         );
+    }
+
+    #[test]
+    fn guest_events_keep_their_type_reason_and_note() {
+        let facts = Facts {
+            guest: vec![guest::Event {
+                type_: guest::EventType::Warning,
+                reason: "ImageNotPinned".into(),
+                note: "nginx:1.27 is not pinned".into(),
+            }],
+            ..Facts::default()
+        };
+        let events = derive(&APPLIED, &facts);
+        assert_eq!(reasons(&events), [("ImageNotPinned", true)]);
+        assert_eq!(events[0].action, GUEST_ACTION);
+        assert_eq!(events[0].note.as_deref(), Some("nginx:1.27 is not pinned"));
     }
 
     #[test]

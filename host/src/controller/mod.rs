@@ -8,6 +8,7 @@ mod echo;
 mod error;
 mod events;
 mod reconcile;
+mod reported;
 mod settle;
 pub mod status;
 mod uptodate;
@@ -115,6 +116,8 @@ pub struct Context {
     failures: Mutex<HashMap<ObjectRef<AppService>, u32>>,
     /// Rollouts whose status is held back for a moment.
     settling: Settling,
+    /// The guest Events recorded last per AppService.
+    guest_events: reported::GuestEvents,
     /// Becomes true once every watch cache has listed its objects.
     synced: watch::Receiver<bool>,
 }
@@ -276,6 +279,7 @@ pub async fn run(
         children,
         levels: namespaces::Levels::new(namespace_store),
         settling: Settling::new(config.status_settle),
+        guest_events: reported::GuestEvents::default(),
         config,
         failures: Mutex::default(),
         synced: tracker.subscribe(),

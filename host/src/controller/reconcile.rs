@@ -42,6 +42,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let _timer = ctx.metrics.reconcile_started();
     if app.meta().deletion_timestamp.is_some() {
         // NB: the children carry ownerReferences; the garbage collector removes them.
+        ctx.guest_events.forget(&app.uid().unwrap_or_default());
         return Ok(Action::await_change());
     }
     ctx.caches_synced().await;
@@ -49,8 +50,8 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let mut facts = Facts::default();
     let (policy, rendered) = render(&ctx, &app, &mut facts).await;
     span.record("guest", field::display(policy.digest()));
-    let objects = match rendered {
-        Ok(objects) => objects,
+    let guest::Rendering { objects, report } = match rendered {
+        Ok(rendering) => rendering,
         Err(err) => {
             let outcome = match &err {
                 guest::Error::Refused(refused) => {
@@ -66,11 +67,19 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
             };
             let error = Error::Guest(err);
             warn!(error = %error_chain(&error), "guest output not applied; children left untouched");
-            report_failure(&ctx, &app, &outcome, &facts).await;
+            report_failure(&ctx, &app, &outcome, &facts, None).await;
             return Err(error);
         }
     };
-    debug!(objects = objects.len(), "guest rendered");
+    debug!(
+        objects = objects.len(),
+        conditions = report.conditions.len(),
+        events = report.events.len(),
+        "guest rendered"
+    );
+    facts.guest = ctx
+        .guest_events
+        .changed(&app.uid().unwrap_or_default(), &report.events);
 
     let applied = match apply_and_prune(&ctx, &app, policy.digest(), &objects).await {
         Ok(applied) => applied,
@@ -79,7 +88,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
                 reason: error.reason(),
                 message: error_chain(&error),
             };
-            report_failure(&ctx, &app, &outcome, &facts).await;
+            report_failure(&ctx, &app, &outcome, &facts, Some(&report.conditions)).await;
             return Err(error);
         }
     };
@@ -92,7 +101,9 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
         deployment: applied.deployment.as_ref(),
         guest: policy.digest(),
     };
-    let desired = status::desired(&app, &outcome, Timestamp::now());
+    let now = Timestamp::now();
+    let desired = status::desired(&app, &outcome, now);
+    let desired = status::with_guest(desired, &app, Some(&report.conditions), now);
     let held = ctx.settling.hold(
         &ObjectRef::from_obj(&*app),
         !applied.changes.is_empty(),
@@ -122,7 +133,7 @@ async fn render(
     ctx: &Context,
     app: &AppService,
     facts: &mut Facts,
-) -> (guest::Policy, Result<Vec<DesiredObject>, guest::Error>) {
+) -> (guest::Policy, Result<guest::Rendering, guest::Error>) {
     let selected = ctx.select(app);
     let rendered = call(ctx, &selected.policy, app).await;
     let (Err(err), Some(fallback)) = (&rendered, selected.fallback) else {
@@ -154,10 +165,10 @@ async fn call(
     ctx: &Context,
     policy: &guest::Policy,
     app: &AppService,
-) -> Result<Vec<DesiredObject>, guest::Error> {
+) -> Result<guest::Rendering, guest::Error> {
     let rendered = {
         let _guest_timer = ctx.metrics.guest_call();
-        policy.render(app, ctx.namespace_level(app)).await
+        policy.render_reported(app, ctx.namespace_level(app)).await
     };
     if let Err(err) = &rendered {
         ctx.metrics.guest_failed(err.kind());
@@ -177,9 +188,16 @@ async fn apply_and_prune(
 }
 
 /// Reports a failed reconcile: its Events, and its status, whose failure to write is logged, so
-/// that the original error is the one returned.
-async fn report_failure(ctx: &Context, app: &AppService, outcome: &Outcome<'_>, facts: &Facts) {
-    let desired = status::desired(app, outcome, Timestamp::now());
+/// that the original error is the one returned. `conditions`: the guest's, when it rendered.
+async fn report_failure(
+    ctx: &Context,
+    app: &AppService,
+    outcome: &Outcome<'_>,
+    facts: &Facts,
+    conditions: Option<&[guest::Condition]>,
+) {
+    let now = Timestamp::now();
+    let desired = status::with_guest(status::desired(app, outcome, now), app, conditions, now);
     let write = async {
         if let Err(err) = write_status(ctx, app, &desired).await {
             warn!(error = %error_chain(&err), "failed to write the status");

@@ -1,4 +1,8 @@
-//! The AppService status: computed from the outcome of a reconcile and the Deployment it applied.
+//! The AppService status: computed from the outcome of a reconcile and the Deployment it applied,
+//! and the guest's own conditions ([`with_guest`]).
+
+mod reported;
+pub use reported::with_guest;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};

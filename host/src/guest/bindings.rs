@@ -1,4 +1,5 @@
-//! The host side of the `kudevops:appservice` contract: generated bindings and input conversion.
+//! The host side of the `kudevops:appservice` contract: the 0.1.0 bindings and input conversion
+//! here, the 0.2.0 ones in [`v0_2`].
 
 use std::collections::BTreeMap;
 
@@ -6,12 +7,15 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::crd::AppService;
 
+pub(super) mod v0_2;
+
 wasmtime::component::bindgen!({ path: "../wit", world: "appservice-policy" });
 
 pub(super) use exports::kudevops::appservice::policy::DesiredObject;
 pub(super) use kudevops::appservice::{host, types};
 
-/// The contract's export, as `inspect` reports it: `<package>/<interface>@<version>`.
+/// The contract's export at any version, as `inspect` reports it:
+/// `<package>/<interface>@<version>`.
 pub(super) const EXPORT_PREFIX: &str = "kudevops:appservice/policy@";
 
 /// The world a conforming guest implements, without its version.

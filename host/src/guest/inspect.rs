@@ -48,10 +48,14 @@ pub(super) fn inspect(
     let world = exports
         .iter()
         .find_map(|e| e.strip_prefix(EXPORT_PREFIX))
-        .map(|version| match version.starts_with("0.1.") {
-            true => format!("{WORLD}@{version}"),
-            false => format!("{WORLD}@{version} (unsupported: this host speaks 0.1.x)"),
-        });
+        .map(
+            |version| match version.starts_with("0.1.") || version.starts_with("0.2.") {
+                true => format!("{WORLD}@{version}"),
+                false => {
+                    format!("{WORLD}@{version} (unsupported: this host speaks 0.1.x and 0.2.x)")
+                }
+            },
+        );
     let imports = ty
         .imports(engine)
         .map(|(name, _)| {

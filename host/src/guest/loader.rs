@@ -11,7 +11,7 @@ use tracing::{debug, warn};
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
-use super::bindings::{AppservicePolicy, AppservicePolicyPre};
+use super::bindings::{AppservicePolicy, AppservicePolicyPre, v0_2};
 use super::compiler::{self, ChildError};
 use super::store::State;
 use super::{BoxError, Config, Error, wasi};
@@ -114,21 +114,35 @@ fn compile_in_child(
     }
 }
 
-/// Links the contract's import and, if the component imports any WASI, the locked-down WASI,
-/// then checks the component exports the contract. A component that imports anything else fails
-/// to load, naming the import.
-pub(super) fn link(
-    engine: &Engine,
-    component: &Component,
-    digest: &str,
-) -> Result<AppservicePolicyPre<State>, Error> {
+/// A guest pre-linked for the contract version it exports.
+pub(super) enum Pre {
+    /// `kudevops:appservice@0.1.x`: objects only.
+    V0_1(AppservicePolicyPre<State>),
+    /// `kudevops:appservice@0.2.x`: objects, conditions and Events.
+    V0_2(v0_2::AppservicePolicyPre<State>),
+}
+
+/// Links the contract's import (of the version the component exports: 0.2 when it exports
+/// `policy@0.2.x`, else 0.1) and, if the component imports any WASI, the locked-down WASI, then
+/// checks the component exports the contract. A component that imports anything else fails to
+/// load, naming the import.
+pub(super) fn link(engine: &Engine, component: &Component, digest: &str) -> Result<Pre, Error> {
     let load_error = |e: wasmtime::Error| Error::Load {
         digest: digest.into(),
         source: e.into(),
     };
+    let v0_2 = component
+        .component_type()
+        .exports(engine)
+        .any(|(name, _)| name.starts_with(v0_2::EXPORT_PREFIX));
     let mut linker = Linker::<State>::new(engine);
-    AppservicePolicy::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
-        .map_err(load_error)?;
+    if v0_2 {
+        v0_2::AppservicePolicy::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            .map_err(load_error)?;
+    } else {
+        AppservicePolicy::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
+            .map_err(load_error)?;
+    }
     // NB: a Rust std guest imports WASI (environment, stdio, exit) even when it never calls it;
     // CPython and SpiderMonkey call it at start-up. What it grants: `wasi.rs`. No trap stubs
     // for the rest: `define_unknown_imports_as_traps` defines an import's exact version, say
@@ -137,7 +151,15 @@ pub(super) fn link(
         wasi::add_to_linker(&mut linker).map_err(load_error)?;
     }
     let pre = linker.instantiate_pre(component).map_err(load_error)?;
-    AppservicePolicyPre::new(pre).map_err(load_error)
+    if v0_2 {
+        v0_2::AppservicePolicyPre::new(pre)
+            .map(Pre::V0_2)
+            .map_err(load_error)
+    } else {
+        AppservicePolicyPre::new(pre)
+            .map(Pre::V0_1)
+            .map_err(load_error)
+    }
 }
 
 /// `<cache_dir>/<hex>-<engine hash>.cwasm`: one artifact per guest and engine configuration.

@@ -22,6 +22,7 @@ mod error;
 mod inspect;
 mod loader;
 mod log_stream;
+pub mod report;
 mod store;
 mod validate;
 mod wasi;
@@ -33,11 +34,12 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use self::bindings::AppservicePolicyPre;
 pub use self::error::{BoxError, Error, PolicyError};
 pub use self::inspect::{Import, Inspection};
+use self::loader::Pre;
 pub use self::loader::digest;
-use self::store::{Limits, State};
+pub use self::report::{Condition, ConditionStatus, Event, EventType, Report};
+use self::store::Limits;
 pub use self::validate::Violation;
 use crate::crd::AppService;
 
@@ -132,6 +134,16 @@ pub struct DesiredObject {
     pub name: String,
     /// The full object as JSON (validated), with `apiVersion`, `kind` and `metadata.name` set.
     pub body: serde_json::Value,
+}
+
+/// What one render produced, checked: the objects, and what a 0.2.0 guest reported besides
+/// (empty for a 0.1.0 guest).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendering {
+    /// The validated, admitted objects.
+    pub objects: Vec<DesiredObject>,
+    /// The guest's conditions and Events, within the bounds of [`report`].
+    pub report: Report,
 }
 
 /// The process-wide runtime: one engine, a compile cache. Cheap to clone.
@@ -271,7 +283,7 @@ pub struct Policy {
 
 struct Loaded {
     digest: Arc<str>,
-    pre: AppservicePolicyPre<State>,
+    pre: Pre,
     inspection: Inspection,
 }
 
@@ -296,6 +308,17 @@ impl Policy {
         app: &AppService,
         namespace: Option<admission::Level>,
     ) -> Result<Vec<DesiredObject>, Error> {
+        Ok(self.render_reported(app, namespace).await?.objects)
+    }
+
+    /// [`Policy::render`], with what a 0.2.0 guest reports besides the objects: its conditions
+    /// and Events, within the bounds of [`report`] (a report out of bounds fails the render
+    /// with [`Error::InvalidOutput`]).
+    pub async fn render_reported(
+        &self,
+        app: &AppService,
+        namespace: Option<admission::Level>,
+    ) -> Result<Rendering, Error> {
         let permits = self.runtime.shared.permits.clone();
         // NB: the semaphore is never closed, so acquiring only waits.
         let permit = permits
@@ -319,7 +342,9 @@ impl Policy {
         app: &AppService,
         namespace: Option<admission::Level>,
     ) -> Result<Vec<DesiredObject>, Error> {
-        self.render_input(&bindings::to_input(app), namespace)
+        Ok(self
+            .render_input(&bindings::to_input(app), namespace)?
+            .objects)
     }
 
     /// For benchmarks only: [`Policy::render_blocking`] without the admission rules, to measure
@@ -328,7 +353,7 @@ impl Policy {
     pub fn bench_render_unadmitted(&self, app: &AppService) -> Result<usize, Error> {
         let input = bindings::to_input(app);
         let raw = self.call(&input)?.map_err(|e| Error::Policy(e.into()))?;
-        Ok(validate::validate(raw, &self.rules(&input))?.len())
+        Ok(validate::validate(raw.objects, &self.rules(&input))?.len())
     }
 
     /// For benchmarks only: one fresh-Store guest call without output validation, returning
@@ -337,22 +362,23 @@ impl Policy {
     pub fn bench_call(&self, app: &AppService) -> Result<usize, Error> {
         Ok(self
             .call(&bindings::to_input(app))?
-            .map_or(0, |objects| objects.len()))
+            .map_or(0, |raw| raw.objects.len()))
     }
 
     fn render_input(
         &self,
         input: &bindings::types::AppService,
         namespace: Option<admission::Level>,
-    ) -> Result<Vec<DesiredObject>, Error> {
+    ) -> Result<Rendering, Error> {
         let raw = self.call(input)?.map_err(|e| Error::Policy(e.into()))?;
         let output = &self.runtime.shared.config.output;
         let level = output.level(namespace);
         // NB: the count is checked before any body is parsed.
-        admission::admit_count(output, level, raw.len())?;
-        let objects = validate::validate(raw, &self.rules(input))?;
+        admission::admit_count(output, level, raw.objects.len())?;
+        let objects = validate::validate(raw.objects, &self.rules(input))?;
+        let report = report::check(raw.conditions, raw.events).map_err(Violation::from)?;
         admission::admit(output, level, &objects)?;
-        Ok(objects)
+        Ok(Rendering { objects, report })
     }
 
     fn rules<'a>(&'a self, input: &'a bindings::types::AppService) -> validate::Rules<'a> {

@@ -9,7 +9,9 @@ use wasmtime::{Engine, ResourceLimiter, Store, Trap};
 
 use wasmtime_wasi::{WasiCtxView, WasiView};
 
-use super::bindings::{AppservicePolicyPre, DesiredObject, host, types};
+use super::bindings::{DesiredObject, host, types, v0_2};
+use super::loader::Pre;
+use super::report::{Condition, Event};
 use super::wasi::Wasi;
 use super::{Error, TABLE_ELEMENT_BYTES};
 
@@ -44,13 +46,32 @@ pub(super) struct State {
     wasi: Option<Box<Wasi>>,
 }
 
-/// What `render` returned: objects, or the guest's refusal.
-pub(super) type Output = Result<Vec<DesiredObject>, types::PolicyError>;
+/// What `render` returned, unchecked: objects (and for a 0.2 guest, conditions and Events), or
+/// the guest's refusal.
+pub(super) type Output = Result<Raw, types::PolicyError>;
+
+/// A guest's output as it returned it; a 0.1 guest's has no conditions or Events.
+pub(super) struct Raw {
+    pub objects: Vec<DesiredObject>,
+    pub conditions: Vec<Condition>,
+    pub events: Vec<Event>,
+}
+
+impl Raw {
+    /// A 0.1 guest's output.
+    fn objects(objects: Vec<DesiredObject>) -> Self {
+        Self {
+            objects,
+            conditions: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+}
 
 /// Instantiates the guest in a fresh Store and calls `render`.
 pub(super) fn call(
     engine: &Engine,
-    pre: &AppservicePolicyPre<State>,
+    pre: &Pre,
     limits: &Limits,
     digest: &Arc<str>,
     input: &types::AppService,
@@ -72,20 +93,53 @@ pub(super) fn call(
             .set_fuel(fuel)
             .map_err(|e| Error::Instantiate(e.into()))?;
     }
-    let instance = match pre.instantiate(&mut store) {
-        Ok(i) => i,
-        Err(e) if is_limit(&e, store.data()) => {
-            store.data_mut().finish_wasi();
-            return Err(classify(e, store.data_mut(), limits));
+    // NB: the instance types differ by version; each arm instantiates, then calls.
+    let output = match pre {
+        Pre::V0_1(pre) => {
+            let instance = match pre.instantiate(&mut store) {
+                Ok(i) => i,
+                Err(e) => return Err(instantiate_failed(e, &mut store, limits)),
+            };
+            instance
+                .kudevops_appservice_policy()
+                .call_render(&mut store, input)
+                .map(|output| output.map(Raw::objects))
         }
-        Err(e) => return Err(Error::Instantiate(e.into())),
+        Pre::V0_2(pre) => {
+            let instance = match pre.instantiate(&mut store) {
+                Ok(i) => i,
+                Err(e) => return Err(instantiate_failed(e, &mut store, limits)),
+            };
+            instance
+                .kudevops_appservice_policy()
+                .call_render(&mut store, &v0_2::input(input))
+                .map(|output| {
+                    output
+                        .map(|rendering| {
+                            let (objects, conditions, events) = v0_2::output(rendering);
+                            Raw {
+                                objects,
+                                conditions,
+                                events,
+                            }
+                        })
+                        .map_err(types::PolicyError::from)
+                })
+        }
     };
-    let output = instance
-        .kudevops_appservice_policy()
-        .call_render(&mut store, input);
     let state = store.data_mut();
     state.finish_wasi();
     output.map_err(|e| classify(e, state, limits))
+}
+
+/// Maps a failed instantiation: a limit it hit (a start function may loop or allocate), else an
+/// instantiation error.
+fn instantiate_failed(e: wasmtime::Error, store: &mut Store<State>, limits: &Limits) -> Error {
+    if is_limit(&e, store.data()) {
+        store.data_mut().finish_wasi();
+        return classify(e, store.data_mut(), limits);
+    }
+    Error::Instantiate(e.into())
 }
 
 fn is_limit(e: &wasmtime::Error, state: &State) -> bool {
@@ -185,6 +239,14 @@ impl WasiView for State {
 }
 
 impl types::Host for State {}
+
+impl v0_2::types::Host for State {}
+
+impl v0_2::host::Host for State {
+    fn log(&mut self, level: v0_2::types::LogLevel, message: String) {
+        host::Host::log(self, level.into(), message);
+    }
+}
 
 impl host::Host for State {
     fn log(&mut self, level: types::LogLevel, message: String) {

@@ -98,6 +98,9 @@ pub enum Violation {
         /// Declared name.
         name: String,
     },
+    /// A 0.2.0 guest's conditions or Events are out of bounds.
+    #[error(transparent)]
+    Report(#[from] super::report::Violation),
 }
 
 /// `metadata` fields a guest may set; the host stamps owner, labels and annotations on top.
@@ -268,7 +271,7 @@ fn check(o: bindings::DesiredObject, rules: &Rules<'_>) -> Result<DesiredObject,
 }
 
 /// A DNS-1123 subdomain: at most 253 characters of dot-separated DNS-1123 labels.
-fn is_dns1123_subdomain(s: &str) -> bool {
+pub(super) fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 

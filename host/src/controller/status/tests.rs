@@ -201,3 +201,117 @@ fn only_a_healthy_rollout_under_way_is_in_progress() {
     };
     assert!(!in_progress(&desired(&app, &failed, at(0))), "failed");
 }
+
+#[test]
+fn every_condition_the_host_writes_is_host_owned() {
+    let d = deployment(3, 3);
+    let stuck = stuck_deployment();
+    let outcomes = [
+        applied(None),
+        applied(Some(&d)),
+        applied(Some(&stuck)),
+        Outcome::GuestFailed {
+            reason: "Trap",
+            message: "boom".into(),
+        },
+        Outcome::OutputRefused {
+            message: "no".into(),
+        },
+        Outcome::ApplyFailed {
+            reason: "ApplyFailed",
+            message: "no".into(),
+        },
+    ];
+    for outcome in &outcomes {
+        for c in desired(&AppService::test(), outcome, at(0)).conditions {
+            assert!(
+                crate::guest::report::is_host_owned(&c.type_),
+                "{} is written by the host but a guest could return it",
+                c.type_
+            );
+        }
+    }
+}
+
+fn guest_condition(type_: &str, status: crate::guest::ConditionStatus) -> crate::guest::Condition {
+    crate::guest::Condition {
+        type_: type_.into(),
+        status,
+        reason: "Checked".into(),
+        message: "by the guest".into(),
+    }
+}
+
+#[test]
+fn guest_conditions_merge_by_type_and_keep_their_transition_time() {
+    use crate::guest::ConditionStatus::{False, True};
+    let mut app = AppService::test().at_generation(2);
+    let host = desired(&app, &applied(None), at(0));
+    let first = with_guest(
+        host.clone(),
+        &app,
+        Some(&[
+            guest_condition("Pinned", True),
+            guest_condition("Other", True),
+        ]),
+        at(0),
+    );
+    let pinned = get(&first, "Pinned");
+    assert_eq!(
+        (pinned.status.as_str(), pinned.observed_generation),
+        ("True", Some(2))
+    );
+    assert_eq!(pinned.last_transition_time.0, at(0));
+    app.status = Some(first.clone());
+
+    // Same conditions later: the same status, so nothing to write.
+    let host = desired(&app, &applied(None), at(10));
+    let again = with_guest(
+        host.clone(),
+        &app,
+        Some(&[
+            guest_condition("Pinned", True),
+            guest_condition("Other", True),
+        ]),
+        at(10),
+    );
+    assert!(
+        !changed(&app, &again),
+        "an unchanged guest condition is not written"
+    );
+
+    // Pinned turns False (a transition), Other is no longer returned (removed).
+    let next = with_guest(
+        host,
+        &app,
+        Some(&[guest_condition("Pinned", False)]),
+        at(20),
+    );
+    assert_eq!(get(&next, "Pinned").status, "False");
+    assert_eq!(get(&next, "Pinned").last_transition_time.0, at(20));
+    assert!(next.conditions.iter().all(|c| c.type_ != "Other"));
+    assert!(changed(&app, &next));
+}
+
+#[test]
+fn a_failed_render_keeps_the_guest_conditions() {
+    use crate::guest::ConditionStatus::True;
+    let mut app = AppService::test();
+    let host = desired(&app, &applied(None), at(0));
+    app.status = Some(with_guest(
+        host,
+        &app,
+        Some(&[guest_condition("Pinned", True)]),
+        at(0),
+    ));
+    let failed = Outcome::GuestFailed {
+        reason: "Trap",
+        message: "boom".into(),
+    };
+    let status = with_guest(desired(&app, &failed, at(5)), &app, None, at(5));
+    assert_eq!(get(&status, "Pinned").last_transition_time.0, at(0));
+    assert_eq!(get(&status, GUEST_ERROR).status, "True");
+    // A 0.1.0 guest (an empty report) clears them.
+    let status = with_guest(desired(&app, &applied(None), at(6)), &app, Some(&[]), at(6));
+    assert!(status.conditions.iter().all(|c| c.type_ != "Pinned"));
+}
