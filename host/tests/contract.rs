@@ -95,6 +95,14 @@ async fn a_0_2_0_guest_reports_a_condition_and_an_event() {
         (event.type_, event.reason.as_str()),
         (EventType::Warning, "ImageNotPinned")
     );
+    // What `render` prints on stderr for it.
+    let lines = app_operator::cli::render::report_lines(&rendering.report);
+    assert!(
+        lines[0].starts_with("# condition ImagePinned=False NotPinned: ")
+            && lines[1].starts_with("# event Warning ImageNotPinned: ")
+            && lines.len() == 2,
+        "{lines:?}"
+    );
 
     let pinned = format!("nginx@sha256:{}", "a".repeat(64));
     let rendering = policy

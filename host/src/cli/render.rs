@@ -31,7 +31,9 @@ pub struct Args {
     pub registry: super::registry::RegistryArgs,
 }
 
-/// Runs the subcommand: prints multi-document YAML on stdout.
+/// Runs the subcommand: prints multi-document YAML on stdout, and what a 0.2.0 guest reports
+/// besides (the conditions it would merge into the status, the Events it would record) on
+/// stderr, so the YAML stays fit for `kubectl apply`.
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let app = read_app(&args.file)?;
@@ -42,8 +44,28 @@ pub async fn exec(args: Args) -> Result<()> {
         &args.registry,
     )
     .await?;
-    print!("{}", render(&policy, &app).await?);
+    let (yaml, report) = render_reported(&policy, &app).await?;
+    print!("{yaml}");
+    for line in report_lines(&report) {
+        eprintln!("{line}");
+    }
     Ok(())
+}
+
+/// `# condition TYPE=STATUS REASON: message` and `# event TYPE REASON: note` lines for what a
+/// guest reported besides its objects; none for a 0.1.0 guest.
+pub fn report_lines(report: &guest::report::Report) -> Vec<String> {
+    let conditions = report.conditions.iter().map(|c| {
+        format!(
+            "# condition {}={:?} {}: {}",
+            c.type_, c.status, c.reason, c.message
+        )
+    });
+    let events = report
+        .events
+        .iter()
+        .map(|e| format!("# event {:?} {}: {}", e.type_, e.reason, e.note));
+    conditions.chain(events).collect()
 }
 
 /// The guest of a local subcommand (`render`, `guest test`): `guest` (a file, `-` for stdin, or
@@ -70,8 +92,17 @@ pub async fn local_policy(
 /// Renders `app` through `policy` and stamps the result: the YAML `render` prints. With no
 /// cluster to read a namespace from, the configured Pod Security level applies alone.
 pub async fn render(policy: &guest::Policy, app: &AppService) -> Result<String> {
-    let objects = stamp::stamp(app, policy.digest(), policy.render(app, None).await?);
-    to_yaml(app, policy.digest(), &objects)
+    Ok(render_reported(policy, app).await?.0)
+}
+
+/// [`render`], and what the guest reported besides its objects.
+pub async fn render_reported(
+    policy: &guest::Policy,
+    app: &AppService,
+) -> Result<(String, guest::report::Report)> {
+    let rendering = policy.render_reported(app, None).await?;
+    let objects = stamp::stamp(app, policy.digest(), rendering.objects);
+    Ok((to_yaml(app, policy.digest(), &objects)?, rendering.report))
 }
 
 /// Parses an AppService manifest, checking its apiVersion and kind, and validates it as the API
