@@ -2,12 +2,13 @@
 //! before with nothing to report, and a 0.2.0 guest (`examples/guests/conditions`) reports its
 //! condition and Event, within the host's bounds.
 
-use std::fs;
-use std::path::PathBuf;
 use std::sync::LazyLock;
+
+mod common;
 
 use app_operator::crd::{AppService, AppServiceSpec};
 use app_operator::guest::{self, ConditionStatus, EventType, report};
+use common::{example_guest, guests_dir};
 
 const TIERED: &[u8] = include_bytes!(env!("APP_OPERATOR_TIERED_GUEST"));
 const CONDITIONS: &[u8] = include_bytes!(env!("APP_OPERATOR_CONDITIONS_GUEST"));
@@ -19,12 +20,6 @@ static RUNTIME: LazyLock<guest::Runtime> = LazyLock::new(|| {
     };
     guest::Runtime::new(config).expect("the config is valid")
 });
-
-/// Where `make guests` puts the example guests.
-fn guests_dir() -> PathBuf {
-    std::env::var_os("APP_OPERATOR_GUESTS_DIR")
-        .map_or_else(|| PathBuf::from("../target/guests"), PathBuf::from)
-}
 
 fn app(image: &str) -> AppService {
     let mut app = AppService::new(
@@ -111,17 +106,6 @@ async fn a_0_2_0_guest_reports_a_condition_and_an_event() {
         .expect("renders");
     assert_eq!(rendering.report.conditions[0].status, ConditionStatus::True);
     assert!(rendering.report.events.is_empty());
-}
-
-/// `target/guests/<name>.wasm`, built by `make guests`; fails, saying so, when it is missing.
-fn example_guest(name: &str) -> Vec<u8> {
-    let path = guests_dir().join(format!("{name}.wasm"));
-    fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; build the example guests with `make guests` (hack/guests/build.sh)",
-            path.display()
-        )
-    })
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -11,10 +11,13 @@
 //! `precompiled/` directory beside them, shared by every test that loads them.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod common;
 
 use app_operator::cli::conformance;
 use app_operator::guest;
+use common::guests_dir;
 
 const GOLDEN: &str = "../tests/golden";
 
@@ -86,22 +89,10 @@ async fn bless(policy: &guest::Policy) {
     }
 }
 
-/// Where `make guests` puts the example guests.
-fn guests_dir() -> PathBuf {
-    std::env::var_os("APP_OPERATOR_GUESTS_DIR")
-        .map_or_else(|| PathBuf::from("../target/guests"), PathBuf::from)
-}
-
 /// Loads `target/guests/<name>.wasm` through a runtime whose precompiled cache is shared by
 /// the tests; fails, saying how to build it, when it is missing.
 fn example_guest(name: &str) -> guest::Policy {
-    let path = guests_dir().join(format!("{name}.wasm"));
-    let wasm = fs::read(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; build the example guests with `make guests` (hack/guests/build.sh)",
-            path.display()
-        )
-    });
+    let wasm = common::example_guest(name);
     let config = guest::Config {
         cache_dir: Some(guests_dir().join("precompiled")),
         ..guest::Config::default()
