@@ -55,16 +55,21 @@ async fn versions(client: &Client, ns: &str) -> anyhow::Result<BTreeMap<String, 
     Ok(out)
 }
 
-/// Creates one-replica samples named `names` in `ns` and waits until each is Ready.
-async fn create_ready(client: &Client, ns: &str, names: &[&str]) -> anyhow::Result<()> {
+/// Creates samples of `replicas` replicas named `names` in `ns` and waits until each is Ready.
+async fn create_ready(
+    client: &Client,
+    ns: &str,
+    names: &[&str],
+    replicas: i32,
+) -> anyhow::Result<()> {
     let apps = Api::namespaced(client.clone(), ns);
     for name in names {
         let mut app = sample_named(name);
-        app.spec.replicas = Some(1);
+        app.spec.replicas = Some(replicas);
         create(client, ns, &app).await?;
     }
     for name in names {
-        wait_ready(&apps, name, "1/1").await?;
+        wait_ready(&apps, name, &format!("{replicas}/{replicas}")).await?;
     }
     Ok(())
 }
@@ -91,13 +96,7 @@ async fn a_new_appservice_costs_its_applies_and_its_news() -> anyhow::Result<()>
 
     // NB: three at once, so that the echo check below does not hang on one race.
     let names = ["web-0", "web-1", "web-2"];
-    for name in names {
-        create(&client, ns.name(), &sample_named(name)).await?;
-    }
-    let apps = Api::namespaced(client.clone(), ns.name());
-    for name in names {
-        wait_ready(&apps, name, "3/3").await?;
-    }
+    create_ready(&client, ns.name(), &names, 3).await?;
     // NB: anything still on its way (a late status, an Event) would be counted below.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
@@ -150,7 +149,7 @@ async fn a_resync_of_an_unchanged_fleet_writes_nothing() -> anyhow::Result<()> {
     };
     let operator = Operator::start_configured(&client, guest::default_guest(), config).await?;
     let names = ["a", "b", "c"];
-    create_ready(&client, ns.name(), &names).await?;
+    create_ready(&client, ns.name(), &names, 1).await?;
     // NB: let a held-back status or a late Deployment update land before counting.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let children = versions(&client, ns.name()).await?;
@@ -190,7 +189,7 @@ async fn a_swap_with_the_same_output_writes_no_child() -> anyhow::Result<()> {
     let operator = SwapOperator::start(&client, ns.name()).await?;
     let default = guest::digest(guest::default_guest());
     let names = ["a", "b"];
-    create_ready(&client, ns.name(), &names).await?;
+    create_ready(&client, ns.name(), &names, 1).await?;
     for name in names {
         wait_digest(&client, ns.name(), name, &default).await?;
     }
