@@ -16,6 +16,7 @@ pub mod namespaces;
 pub mod oci;
 pub mod reachability;
 pub mod readiness;
+pub mod scope;
 pub mod server;
 pub mod stamp;
 pub mod swap;

@@ -249,18 +249,12 @@ impl Metrics {
             .inc();
     }
 
-    /// Records which guest is loaded, as the only (stable) guest.
-    pub fn guest_loaded(&self, digest: &str) {
+    /// Records the guests in force, by digest: the stable guest and the canary, if any.
+    pub fn guests_active(&self, stable: &str, canary: Option<&str>) {
         self.guest_info.clear();
-        self.set_guest(digest, "stable");
-    }
-
-    /// Records the guests in force.
-    pub fn guests_active(&self, set: &crate::swap::Set) {
-        self.guest_info.clear();
-        self.set_guest(set.stable.digest(), "stable");
-        if let Some(canary) = &set.canary {
-            self.set_guest(canary.policy.digest(), "canary");
+        self.set_guest(stable, "stable");
+        if let Some(canary) = canary {
+            self.set_guest(canary, "canary");
         }
     }
 
@@ -373,7 +367,7 @@ mod tests {
         drop(metrics.reconcile_started());
         metrics.reconcile_failed("apply");
         metrics.guest_failed("guest_trap");
-        metrics.guest_loaded("sha256:abc");
+        metrics.guests_active("sha256:abc", None);
         metrics.kube_request(&http::Method::PATCH);
         metrics.output_refused(&["privileged", "service_type"]);
         let text = encode(&Arc::new(registry));

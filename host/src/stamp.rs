@@ -13,11 +13,17 @@ use crate::consts::{
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
 
+/// The label selector of the children the operator manages (and watches): the label
+/// [`children`] puts on each.
+pub fn managed_selector() -> String {
+    format!("{LABEL_MANAGED_BY}={MANAGED_BY}")
+}
+
 /// Stamps each object's body for `app`: `metadata.namespace` is the AppService's (or
 /// `default`), the host's labels and the digest annotation override the guest's, and
 /// `ownerReferences` is the AppService as controller, or absent when the AppService has no uid
 /// (a local file: the controller always has one).
-pub fn stamp(
+pub fn children(
     app: &AppService,
     guest_digest: &str,
     objects: Vec<DesiredObject>,
@@ -134,7 +140,7 @@ mod tests {
     #[test]
     fn stamps_namespace_owner_labels_and_digest() {
         let body = json!({"metadata": {"name": "nginx", "labels": {"app": "nginx", LABEL_MANAGED_BY: "someone"}}, "spec": {}});
-        let out = stamp(
+        let out = children(
             &app(Some("u-1"), Some("web")),
             "sha256:ab",
             vec![deployment(body)],
@@ -154,7 +160,7 @@ mod tests {
 
     #[test]
     fn without_uid_there_is_no_owner_and_the_namespace_defaults() {
-        let out = stamp(
+        let out = children(
             &app(None, None),
             "sha256:ab",
             vec![deployment(json!({"metadata": {"ownerReferences": []}}))],
@@ -166,7 +172,7 @@ mod tests {
 
     #[test]
     fn tolerates_bodies_without_metadata() {
-        let out = stamp(
+        let out = children(
             &app(Some("u"), Some("ns")),
             "d",
             vec![deployment(json!(null))],

@@ -19,7 +19,6 @@ use serde_json::Value;
 
 pub use self::model::{Action, AppPlan, ChildPlan, Plan, Summary};
 use super::Connection;
-use crate::controller;
 use crate::controller::apply::{ChildKind, keep, orphans_among, ownership};
 use crate::crd::AppService;
 use crate::guest::{self, DesiredObject, admission::Level};
@@ -96,7 +95,7 @@ pub async fn plan(
     policy: &guest::Policy,
     namespace: Option<&str>,
 ) -> Result<Plan> {
-    let apps = controller::api::<AppService>(client, namespace)
+    let apps = crate::scope::api::<AppService>(client, namespace)
         .list(&ListParams::default())
         .await
         .map_err(Error::listing_apps)?;
@@ -127,18 +126,18 @@ async fn managed_children(
     client: &Client,
     namespace: Option<&str>,
 ) -> Result<Vec<(ChildKind, ObjectMeta)>> {
-    let params = ListParams::default().labels(&controller::managed_selector());
+    let params = ListParams::default().labels(&crate::stamp::managed_selector());
     let list_err = |kind: ChildKind| {
         move |source| Error::ListChildren {
             kind: kind.as_str(),
             source,
         }
     };
-    let deployments = controller::api::<Deployment>(client, namespace)
+    let deployments = crate::scope::api::<Deployment>(client, namespace)
         .list_metadata(&params)
         .await
         .map_err(list_err(ChildKind::Deployment))?;
-    let services = controller::api::<Service>(client, namespace)
+    let services = crate::scope::api::<Service>(client, namespace)
         .list_metadata(&params)
         .await
         .map_err(list_err(ChildKind::Service))?;
@@ -186,7 +185,7 @@ async fn plan_app(
             return plan;
         }
     };
-    let stamped = stamp::stamp(app, policy.digest(), objects.clone());
+    let stamped = stamp::children(app, policy.digest(), objects.clone());
     for object in &stamped {
         plan.children
             .push(plan_child(client, &ns, app, object).await);

@@ -101,7 +101,7 @@ pub async fn render_reported(
     app: &AppService,
 ) -> Result<(String, guest::report::Report)> {
     let rendering = policy.render_reported(app, None).await?;
-    let objects = stamp::stamp(app, policy.digest(), rendering.objects);
+    let objects = stamp::children(app, policy.digest(), rendering.objects);
     Ok((to_yaml(app, policy.digest(), &objects)?, rendering.report))
 }
 

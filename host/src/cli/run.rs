@@ -419,7 +419,8 @@ pub async fn exec(args: Args) -> Result<()> {
     };
     let current = guests.current();
     info!(digest = current.stable.digest(), "guest loaded");
-    metrics.guests_active(&current);
+    let canary = current.canary.as_ref().map(|c| c.policy.digest());
+    metrics.guests_active(current.stable.digest(), canary);
     readiness.guest_loaded();
 
     match (args.leader.config(&client), fence) {

@@ -36,7 +36,7 @@ use super::uptodate::{self, LastApplied};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
-use crate::stamp::{self, stamp};
+use crate::stamp;
 
 /// Caches of the children the operator manages, kept by the controller's watches, and what
 /// this process wrote to them.
@@ -103,7 +103,7 @@ pub async fn apply_all(
 ) -> Result<Applied> {
     let ns = app.namespace().unwrap_or_default();
     check_cached_ownership(children, app, &ns, objects)?;
-    let stamped = stamp(app, digest, objects.to_vec());
+    let stamped = stamp::children(app, digest, objects.to_vec());
     // NB: the children are independent objects: apply them at once, not one after another.
     let results = future::try_join_all(stamped.iter().map(|object| async {
         let kind = ChildKind::of(&object.api_version, &object.kind).ok_or_else(|| {

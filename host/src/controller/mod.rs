@@ -14,8 +14,6 @@ pub mod status;
 mod uptodate;
 mod watches;
 
-pub use watches::{api, managed_selector};
-
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -231,7 +229,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) -> crate::Result<()> {
     let ns = config.namespace.as_deref();
-    let apps: Api<AppService> = watches::api(&client, ns);
+    let apps: Api<AppService> = crate::scope::api(&client, ns);
     apps.list(&ListParams::default().limit(1))
         .await
         .map_err(crate::Error::listing_apps)?;

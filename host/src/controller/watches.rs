@@ -19,11 +19,12 @@ use super::cache::{Cache, OwnerIndex};
 use super::child::ChildKind;
 use super::echo::OwnWrites;
 use crate::backoff::WatchBackoff;
-use crate::consts::{LABEL_MANAGED_BY, MANAGED_BY};
 use crate::crd::AppService;
 use crate::error_chain;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
+use crate::scope::api;
+use crate::stamp::managed_selector;
 
 /// Records which watches have listed their objects once; when all have, marks the operator's
 /// readiness and flips the `synced` flag reconciles wait on.
@@ -102,22 +103,6 @@ fn retried<K>(
 /// outage take tens of seconds.
 fn without_errors<T>(item: &Result<T, watcher::Error>) -> future::Ready<bool> {
     future::ready(item.is_ok())
-}
-
-/// The label selector of the children the operator manages (and watches).
-pub fn managed_selector() -> String {
-    format!("{LABEL_MANAGED_BY}={MANAGED_BY}")
-}
-
-/// The namespace's (or all namespaces') `K`s.
-pub fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
 }
 
 /// The AppService cache and the stream of AppServices whose generation or labels changed.

@@ -11,11 +11,12 @@
 //! let runtime = guest::Runtime::new(guest::Config { cache_dir, ..guest::Config::default() })?;
 //! let policy = runtime.load_default()?; // or runtime.load(&wasm_bytes)?
 //! let desired = policy.render(&app).await?; // guest::Error::kind() for metric labels
-//! let apply = stamp::stamp(&app, policy.digest(), desired); // what server-side apply sends
+//! let apply = stamp::children(&app, policy.digest(), desired); // what server-side apply sends
 //! ```
 
 pub mod admission;
 mod bindings;
+mod call;
 pub mod compiler;
 mod engine;
 mod error;
@@ -23,7 +24,6 @@ mod inspect;
 mod loader;
 mod log_stream;
 pub mod report;
-mod store;
 mod validate;
 mod wasi;
 
@@ -34,12 +34,12 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use self::call::Limits;
 pub use self::error::{BoxError, Error, PolicyError};
 pub use self::inspect::{Import, Inspection};
 use self::loader::Pre;
 pub use self::loader::digest;
 pub use self::report::{Condition, ConditionStatus, Event, EventType, Report};
-use self::store::Limits;
 pub use self::validate::Violation;
 use crate::crd::AppService;
 
@@ -394,9 +394,9 @@ impl Policy {
         }
     }
 
-    fn call(&self, input: &bindings::types::AppService) -> Result<store::Output, Error> {
+    fn call(&self, input: &bindings::types::AppService) -> Result<call::Output, Error> {
         let shared = &self.runtime.shared;
-        store::call(
+        call::call(
             &shared.engine,
             &self.loaded.pre,
             &shared.limits,

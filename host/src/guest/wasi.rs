@@ -25,8 +25,8 @@ use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
 use wasmtime_wasi::p2::{DynPollable, Pollable, subscribe};
 use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView};
 
+use super::call::State;
 use super::log_stream::{LogStream, Sink, Stream};
-use super::store::State;
 
 /// What the wall clock always reads: 2000-01-01T00:00:00Z.
 pub const WALL_CLOCK_SECONDS: u64 = 946_684_800;

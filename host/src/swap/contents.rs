@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 
 use super::pin::{self, Pins};
-use super::{CanaryKey, Role, SetKey};
+use super::{CanaryKey, InForceKey, Role};
 use crate::consts::{
     ANNOTATION_CANARY_PIN, ANNOTATION_CANARY_SELECTOR, ANNOTATION_GUEST_PIN, CANARY_KEY,
     CANARY_REF_KEY, CANARY_SIGNATURE_KEY, GUEST_KEY, GUEST_REF_KEY, GUEST_SIGNATURE_KEY,
@@ -135,9 +135,9 @@ impl Contents {
     }
 
     /// The key of the set it makes, with `base` as the stable guest when it holds none.
-    pub fn set_key(&self, base: &[u8]) -> SetKey {
+    pub fn set_key(&self, base: &[u8]) -> InForceKey {
         let stable = self.stable.as_ref().map_or(base, |g| &g.wasm);
-        SetKey {
+        InForceKey {
             stable: guest::digest(stable),
             canary: self.canary.as_ref().map(|c| CanaryKey {
                 digest: guest::digest(&c.guest.wasm),

@@ -8,6 +8,7 @@
 //! keeps a [`record`] of the set in force; [`selector`] parses the canary's label selector.
 
 pub mod contents;
+mod dry_run;
 mod note_recorder;
 pub mod pin;
 pub mod record;
@@ -16,7 +17,6 @@ pub mod selector;
 pub mod server_dry_run;
 pub mod source;
 pub mod trust;
-mod validate;
 
 use std::fmt;
 
@@ -41,9 +41,9 @@ pub struct Canary {
     pub selector_text: String,
 }
 
-/// The guests resident at one moment.
+/// The guests in force at one moment: a snapshot of [`Guests`], which swaps whole snapshots.
 #[derive(Clone)]
-pub struct Set {
+pub struct InForce {
     /// Renders every AppService the canary does not select.
     pub stable: guest::Policy,
     /// An optional candidate for a subset of AppServices.
@@ -52,7 +52,7 @@ pub struct Set {
     pub previous: Option<guest::Policy>,
 }
 
-impl Set {
+impl InForce {
     /// The set with one guest and nothing else.
     pub fn single(stable: guest::Policy) -> Self {
         Self {
@@ -80,8 +80,8 @@ impl Set {
     }
 
     /// What makes the set behave as it does: two sets with the same key behave alike.
-    pub fn key(&self) -> SetKey {
-        SetKey {
+    pub fn key(&self) -> InForceKey {
+        InForceKey {
             stable: self.stable.digest().to_owned(),
             canary: self.canary.as_ref().map(|c| CanaryKey {
                 digest: c.policy.digest().to_owned(),
@@ -91,16 +91,16 @@ impl Set {
     }
 }
 
-/// The digests of a set's guests and the canary's selector: [`Set::key`].
+/// The digests of a set's guests and the canary's selector: [`InForce::key`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SetKey {
+pub struct InForceKey {
     /// Digest of the stable guest.
     pub stable: String,
     /// The canary, if any.
     pub canary: Option<CanaryKey>,
 }
 
-/// The canary part of a [`SetKey`].
+/// The canary part of a [`InForceKey`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CanaryKey {
     /// Digest of the canary guest.
@@ -137,10 +137,12 @@ pub struct Selected {
     pub fallback: Option<guest::Policy>,
 }
 
-/// The resident guests, shared by the controller and the ConfigMap source. Cheap to clone.
+/// The handle on the guests in force, shared by the controller and the ConfigMap source: each
+/// [`Guests::current`] is one [`InForce`] snapshot, replaced whole by [`Guests::activate`]. Cheap
+/// to clone.
 #[derive(Clone)]
 pub struct Guests {
-    set: Arc<ArcSwap<Set>>,
+    set: Arc<ArcSwap<InForce>>,
     trigger: mpsc::UnboundedSender<()>,
     receiver: Arc<Mutex<Option<mpsc::UnboundedReceiver<()>>>>,
 }
@@ -150,14 +152,14 @@ impl Guests {
     pub fn new(stable: guest::Policy) -> Self {
         let (trigger, receiver) = mpsc::unbounded();
         Self {
-            set: Arc::new(ArcSwap::from_pointee(Set::single(stable))),
+            set: Arc::new(ArcSwap::from_pointee(InForce::single(stable))),
             trigger,
             receiver: Arc::new(Mutex::new(Some(receiver))),
         }
     }
 
     /// The set now in force.
-    pub fn current(&self) -> Arc<Set> {
+    pub fn current(&self) -> Arc<InForce> {
         self.set.load_full()
     }
 
@@ -175,7 +177,7 @@ impl Guests {
         } else {
             Some(old.stable.clone())
         };
-        self.set.store(Arc::new(Set {
+        self.set.store(Arc::new(InForce {
             stable,
             canary,
             previous,

@@ -3,8 +3,8 @@
 //! (a guest pulled by reference is checked once pulled and verified, as an inline one).
 
 use super::contents::Contents;
+use super::dry_run::Regressions;
 use super::pin::{self, Origin, Pins};
-use super::validate::Regressions;
 use super::{Role, selector, trust};
 use crate::guest;
 

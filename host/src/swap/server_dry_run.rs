@@ -14,12 +14,12 @@ use kube::core::{GroupVersionKind, Status};
 use kube::{Api, Client, ResourceExt};
 use tracing::debug;
 
-use super::validate::{Problem, Regression, Regressions};
+use super::dry_run::{Problem, Regression, Regressions};
 use crate::consts::{DEFAULT_NAMESPACE, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
 use crate::metrics::Metrics;
-use crate::stamp::stamp;
+use crate::stamp;
 
 /// Most AppServices whose children are dry-run at once; each sends its children (two, for the
 /// default guest) at once, so about twice as many requests are in flight. The API server of a
@@ -125,7 +125,7 @@ async fn apply_rendered(
     objects: &[DesiredObject],
 ) -> Result<(), Error> {
     let ns = app.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.into());
-    let stamped = stamp(app, digest, objects.to_vec());
+    let stamped = stamp::children(app, digest, objects.to_vec());
     metrics.guest_dry_run_applies.inc_by(stamped.len() as u64);
     let results = future::join_all(stamped.iter().map(|o| apply(client, &ns, o))).await;
     let mut errors: Vec<Error> = results.into_iter().filter_map(Result::err).collect();

@@ -42,7 +42,9 @@ use super::contents::{self, Contents, Pulled};
 use super::note_recorder::NoteRecorder;
 use super::pin::{Origin, Pins};
 use super::rejection::{self, Rejection};
-use super::{Canary, Guests, Role, Set, SetKey, record, selector, server_dry_run, trust, validate};
+use super::{
+    Canary, Guests, InForce, InForceKey, Role, dry_run, record, selector, server_dry_run, trust,
+};
 use crate::backoff::WatchBackoff;
 use crate::consts::{
     ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY, ANNOTATION_GUEST_MESSAGE,
@@ -52,7 +54,7 @@ use crate::crd::AppService;
 use crate::metrics::Metrics;
 use crate::oci::fetch::Origin as FetchOrigin;
 use crate::readiness::Readiness;
-use crate::{controller, error_chain, guest, namespaces, oci};
+use crate::{error_chain, guest, namespaces, oci};
 
 /// Where the guests come from.
 #[derive(Clone, Debug)]
@@ -89,7 +91,7 @@ pub struct Source {
     /// The delay before the next retry; `None` after a verdict.
     backoff: Option<Duration>,
     /// The set the record holds, as far as this process knows; `None`: unknown.
-    recorded: Option<SetKey>,
+    recorded: Option<InForceKey>,
     /// Fetches the guests given by reference.
     fetcher: Arc<oci::Fetcher>,
     /// The components last fetched, and those of the set in force, by reference: a ConfigMap
@@ -141,7 +143,7 @@ enum CandidateKey {
     /// A well-formed one.
     Guests {
         /// The digests of the guests and the canary's selector.
-        set: SetKey,
+        set: InForceKey,
         /// The ConfigMap's pins.
         pins: Pins,
         /// The signatures of the stable and the canary guests (a new signature of the same
@@ -382,7 +384,8 @@ impl Source {
                 self.in_force = contents.pulled();
                 self.recorded = Some(key.clone());
                 self.metrics.guest_swapped();
-                self.metrics.guests_active(&self.guests.current());
+                self.metrics
+                    .guests_active(&key.stable, key.canary.as_ref().map(|c| c.digest.as_str()));
                 info!(stable = %key.stable, canary = ?key.canary.as_ref().map(|c| &c.digest), fetched = ?self.fetched_from, "guests restored from the record of the guests in force");
                 let note = format!(
                     "{}; restored from {name}{}",
@@ -500,7 +503,8 @@ impl Source {
                 self.guests.activate(set.stable, set.canary);
                 self.in_force = contents.pulled();
                 self.metrics.guest_swapped();
-                self.metrics.guests_active(&self.guests.current());
+                self.metrics
+                    .guests_active(&key.stable, key.canary.as_ref().map(|c| c.digest.as_str()));
                 info!(stable = %key.stable, canary = ?key.canary.as_ref().map(|c| &c.digest), judged, fetched = ?self.fetched_from, "guest activated");
                 let note = format!(
                     "{}; dry run passed on {judged} AppServices{}",
@@ -558,7 +562,7 @@ impl Source {
     }
 
     /// Loads the set `contents` makes, the base guest as its stable guest when it has none.
-    async fn load_set(&self, contents: &Contents) -> Result<Set, Rejection> {
+    async fn load_set(&self, contents: &Contents) -> Result<InForce, Rejection> {
         let stable = contents.stable.as_ref().map_or(&self.base, |g| &g.wasm);
         let stable = self.load(stable.clone(), Role::Stable).await?;
         let canary = match &contents.canary {
@@ -569,7 +573,7 @@ impl Source {
                 selector_text: c.selector.clone(),
             }),
         };
-        Ok(Set {
+        Ok(InForce {
             stable,
             canary,
             previous: None,
@@ -578,10 +582,10 @@ impl Source {
 
     /// Loads the set `contents` makes and dry-runs it; returns it and how many AppServices the
     /// dry run judged.
-    async fn candidate(&self, contents: &Contents) -> Result<(Set, usize), Rejection> {
+    async fn candidate(&self, contents: &Contents) -> Result<(InForce, usize), Rejection> {
         let set = self.load_set(contents).await?;
         let apps: Api<AppService> =
-            controller::api(&self.client, self.config.apps_namespace.as_deref());
+            crate::scope::api(&self.client, self.config.apps_namespace.as_deref());
         let apps = apps
             .list(&ListParams::default())
             .await
@@ -594,7 +598,7 @@ impl Source {
             .await
             .map_err(Rejection::Namespaces)?;
         let current = self.guests.current();
-        let (judged, changed) = validate::dry_run(&current, &set, &apps.items, &levels).await?;
+        let (judged, changed) = dry_run::run(&current, &set, &apps.items, &levels).await?;
         let judged = server_dry_run::judge(&self.client, &self.metrics, changed, judged).await?;
         Ok((set, judged))
     }
@@ -680,7 +684,7 @@ impl Source {
 }
 
 /// `stable <digest>, canary <digest>`, or the stable digest alone, for Events.
-fn describe(key: &SetKey) -> String {
+fn describe(key: &InForceKey) -> String {
     match &key.canary {
         Some(c) => format!("stable {}, canary {}", key.stable, c.digest),
         None => key.stable.clone(),

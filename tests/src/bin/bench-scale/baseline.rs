@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use app_operator::crd::AppService;
 use app_operator::guest::{self, DesiredObject};
-use app_operator::stamp::stamp;
+use app_operator::stamp;
 use app_operator_e2e::TestNamespace;
 use futures::{StreamExt, TryStreamExt, stream};
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -35,7 +35,7 @@ pub async fn run(
     for mut app in apps {
         app.metadata.namespace = Some(ns.name().to_owned());
         let rendered = policy.render(&app, None).await?;
-        objects.extend(stamp(&app, policy.digest(), rendered));
+        objects.extend(stamp::children(&app, policy.digest(), rendered));
     }
     let writes = objects.len();
     let started = Instant::now();

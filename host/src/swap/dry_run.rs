@@ -10,7 +10,7 @@ use std::fmt;
 use futures::{StreamExt, stream};
 use kube::ResourceExt;
 
-use super::Set;
+use super::InForce;
 use super::server_dry_run::{self, Changed};
 use crate::crd::AppService;
 use crate::error_chain;
@@ -166,9 +166,9 @@ pub fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
 /// deadline under that load, no free instance) is rendered again, one AppService at a time, up
 /// to [`RETRIES`] times, before it counts: a guest that misses its deadline even alone is
 /// judged slow, one that only missed it in the crowd is not.
-pub async fn dry_run(
-    current: &Set,
-    candidate: &Set,
+pub async fn run(
+    current: &InForce,
+    candidate: &InForce,
     apps: &[AppService],
     levels: &HashMap<String, Option<Level>>,
 ) -> Result<(usize, Vec<Changed>), Regressions> {
