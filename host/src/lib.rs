@@ -14,6 +14,7 @@ pub mod memory;
 pub mod metrics;
 pub mod namespaces;
 pub mod oci;
+pub mod operator;
 pub mod reachability;
 pub mod readiness;
 pub mod scope;

@@ -10,7 +10,9 @@ use app_operator::controller;
 use app_operator::crd::AppService;
 use app_operator::guest;
 use app_operator::metrics::Metrics;
+use app_operator::operator;
 use app_operator::readiness::Readiness;
+use futures::FutureExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, CustomResourceExt, ResourceExt};
@@ -90,11 +92,6 @@ impl Operator {
             app_operator::telemetry::init(app_operator::telemetry::LogFormat::Text);
         }
         install_crd(client).await?;
-        let runtime = guest::Runtime::new(guest::Config::default())?;
-        let policy = runtime.load(wasm)?;
-        let digest = policy.digest().to_owned();
-        let readiness = Arc::new(Readiness::default());
-        readiness.guest_loaded();
         let metrics = Metrics::default();
         let connection = Connection {
             kubeconfig: Some(cluster::kubeconfig_path()),
@@ -104,18 +101,20 @@ impl Operator {
             .client(Some(&metrics))
             .await
             .map_err(|e| anyhow::anyhow!(app_operator::error_chain(&e)))?;
-        let (tx, rx) = oneshot::channel();
+        let runtime = guest::Runtime::new(guest::Config::default())?;
+        let built = operator::Operator::builder(counting, runtime)
+            .base_guest(wasm)
+            .controller(config)
+            .metrics(metrics.clone())
+            .build()
+            .await?;
+        let digest = built.guests().current().stable.digest().to_owned();
+        let readiness = built.readiness().clone();
+        let (tx, rx) = oneshot::channel::<()>();
         let shutdown = async move {
             let _ = rx.await;
         };
-        let task = tokio::spawn(controller::run(
-            counting,
-            policy,
-            metrics.clone(),
-            readiness.clone(),
-            config,
-            shutdown,
-        ));
+        let task = tokio::spawn(built.run(shutdown.boxed().shared()));
         let operator = Self {
             metrics,
             digest,

@@ -10,13 +10,13 @@ use app_operator::cli::{Connection, push};
 use app_operator::consts::GUEST_CONFIGMAP;
 use app_operator::crd::AppService;
 use app_operator::metrics::Metrics;
+use app_operator::operator::Operator;
 use app_operator::readiness::Readiness;
 use app_operator::swap::pin::Pins;
 use app_operator::swap::trust::TrustedKeys;
 use app_operator::swap::{Guests, source};
 use app_operator::{controller, guest};
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::runtime::events::Reporter;
 use kube::{Api, Client};
 use tokio::task::JoinHandle;
 use wasm_encoder::{ComponentSection, CustomSection};
@@ -85,8 +85,6 @@ impl SwapOperator {
             cache_dir: guest_cache_dir,
             ..guest::Config::default()
         })?;
-        let guests = Guests::new(runtime.load_default()?);
-        let metrics = Metrics::default();
         let config = source::Config {
             namespace: namespace.to_owned(),
             name: GUEST_CONFIGMAP.to_owned(),
@@ -94,51 +92,27 @@ impl SwapOperator {
             trusted_keys,
             pins,
         };
-        let base: Arc<[u8]> = guest::default_guest().into();
-        let readiness = Arc::new(Readiness::default());
-        readiness.guest_loaded();
-        let mut source = source::Source::new(
-            client.clone(),
-            runtime,
-            base,
-            guests.clone(),
-            metrics.clone(),
-            Reporter::from("app-operator-e2e"),
-            config,
-        )
-        .with_readiness(readiness.clone());
-        if let Some(fetcher) = fetcher {
-            source = source.with_fetcher(fetcher);
-        }
         let controller_config = controller::Config {
             namespace: Some(namespace.to_owned()),
+            reporter: "app-operator-e2e".into(),
             ..controller::Config::default()
         };
-        let (client, guests_, metrics_, ready) = (
-            client.clone(),
-            guests.clone(),
-            metrics.clone(),
-            readiness.clone(),
+        let mut builder = Operator::builder(client.clone(), runtime)
+            .controller(controller_config)
+            .guest_source(config);
+        if let Some(fetcher) = fetcher {
+            builder = builder.fetcher(fetcher);
+        }
+        let built = builder.build().await?;
+        let (metrics, guests, readiness) = (
+            built.metrics().clone(),
+            built.guests().clone(),
+            built.readiness().clone(),
         );
+        // NB: aborting the task stops the controller and the source, as a killed process would.
         let task = tokio::spawn(async move {
-            if let Err(err) = source.sync_once().await {
-                eprintln!("guest source failed: {err}");
-                return;
-            }
-            // NB: one task for both, so that aborting it stops both.
-            let run = controller::run(
-                client,
-                guests_,
-                metrics_,
-                ready,
-                controller_config,
-                futures::future::pending(),
-            );
-            tokio::select! {
-                () = source.run(futures::future::pending()) => {}
-                ran = run => if let Err(err) = ran {
-                    eprintln!("controller failed: {err}");
-                },
+            if let Err(err) = built.run(futures::future::pending()).await {
+                eprintln!("operator failed: {}", app_operator::error_chain(&err));
             }
         });
         Ok(Self {

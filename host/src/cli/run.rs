@@ -16,6 +16,7 @@ use crate::guest;
 use crate::leader;
 use crate::memory;
 use crate::metrics::{self, Metrics};
+use crate::operator::Operator;
 use crate::reachability::{self, Reachability};
 use crate::readiness::Readiness;
 use crate::server;
@@ -302,6 +303,46 @@ impl Args {
         Ok(Some(Arc::new(keys)))
     }
 
+    /// The guest ConfigMap source's settings, or `None` when `--guest-configmap` is empty (then
+    /// the base guest renders every AppService and the trusted keys have no use).
+    pub fn source_config(
+        &self,
+        client: &Client,
+        trusted_keys: Option<Arc<TrustedKeys>>,
+    ) -> Option<swap::source::Config> {
+        if self.guest_configmap.is_empty() {
+            if trusted_keys.is_some() {
+                warn!("--guest-trusted-key has no effect without a guest ConfigMap");
+            }
+            return None;
+        }
+        let config = swap::source::Config {
+            namespace: self
+                .guest_configmap_namespace
+                .clone()
+                .unwrap_or_else(|| client.default_namespace().to_owned()),
+            name: self.guest_configmap.clone(),
+            apps_namespace: self.namespace.clone(),
+            trusted_keys,
+            pins: swap::pin::Pins {
+                stable: self.guest_pin.as_deref().map(swap::pin::normalize),
+                canary: self.canary_pin.as_deref().map(swap::pin::normalize),
+            },
+        };
+        info!(namespace = %config.namespace, name = %config.name, "reading guests from a ConfigMap");
+        match &config.trusted_keys {
+            Some(keys) => {
+                let keys: Vec<_> = keys.files().map(|f| f.display().to_string()).collect();
+                info!(
+                    ?keys,
+                    "guests from the ConfigMap must be signed by a trusted key"
+                );
+            }
+            None => info!("guest signatures are not required (no --guest-trusted-key)"),
+        }
+        Some(config)
+    }
+
     /// The controller settings.
     pub fn controller_config(&self) -> controller::Config {
         controller::Config {
@@ -361,81 +402,25 @@ pub async fn exec(args: Args) -> Result<()> {
     info!(%metrics_addr, %probe_addr, "serving metrics and probes");
 
     let runtime = guest::Runtime::new(guest_config)?;
-    let base: Arc<[u8]> = match &args.guest {
-        Some(path) => std::fs::read(path)
-            .map_err(|source| Error::Read {
-                path: path.clone(),
-                source,
-            })?
-            .into(),
-        None => guest::default_guest().into(),
-    };
-    let policy = runtime.load(&base)?;
-    let guests = swap::Guests::new(policy);
-    let config = args.controller_config();
-    let source = if args.guest_configmap.is_empty() {
-        if trusted_keys.is_some() {
-            warn!("--guest-trusted-key has no effect without a guest ConfigMap");
-        }
-        None
-    } else {
-        let source_config = swap::source::Config {
-            namespace: args
-                .guest_configmap_namespace
-                .clone()
-                .unwrap_or_else(|| client.default_namespace().to_owned()),
-            name: args.guest_configmap.clone(),
-            apps_namespace: config.namespace.clone(),
-            trusted_keys: trusted_keys.clone(),
-            pins: swap::pin::Pins {
-                stable: args.guest_pin.as_deref().map(swap::pin::normalize),
-                canary: args.canary_pin.as_deref().map(swap::pin::normalize),
-            },
-        };
-        info!(namespace = %source_config.namespace, name = %source_config.name, "reading guests from a ConfigMap");
-        match &trusted_keys {
-            Some(keys) => {
-                let keys: Vec<_> = keys.files().map(|f| f.display().to_string()).collect();
-                info!(
-                    ?keys,
-                    "guests from the ConfigMap must be signed by a trusted key"
-                );
-            }
-            None => info!("guest signatures are not required (no --guest-trusted-key)"),
-        }
-        let fetcher = args.fetcher(&client, &source_config.namespace).await?;
-        let source = swap::source::Source::new(
-            client.clone(),
-            runtime,
-            base,
-            guests.clone(),
-            metrics.clone(),
-            config.reporter(),
-            source_config,
-        )
-        .with_fetcher(fetcher)
-        .with_readiness(readiness.clone());
-        Some(source)
-    };
-    let current = guests.current();
-    info!(digest = current.stable.digest(), "guest loaded");
-    let canary = current.canary.as_ref().map(|c| c.policy.digest());
-    metrics.guests_active(current.stable.digest(), canary);
-    readiness.guest_loaded();
+    let mut builder = Operator::builder(client.clone(), runtime)
+        .controller(args.controller_config())
+        .metrics(metrics)
+        .readiness(readiness.clone());
+    if let Some(path) = &args.guest {
+        let wasm = std::fs::read(path).map_err(|source| Error::Read {
+            path: path.clone(),
+            source,
+        })?;
+        builder = builder.base_guest(wasm);
+    }
+    if let Some(config) = args.source_config(&client, trusted_keys) {
+        let fetcher = args.fetcher(&client, &config.namespace).await?;
+        builder = builder.guest_source(config).fetcher(fetcher);
+    }
+    let operator = builder.build().await?;
 
     match (args.leader.config(&client), fence) {
         (Some(election), Some(fence)) => {
-            let work = |stop| {
-                lead(
-                    source,
-                    client.clone(),
-                    guests,
-                    metrics,
-                    readiness.clone(),
-                    config,
-                    stop,
-                )
-            };
             leader::run(
                 client.clone(),
                 election,
@@ -443,13 +428,13 @@ pub async fn exec(args: Args) -> Result<()> {
                 readiness.clone(),
                 leader_gauge,
                 shutdown,
-                work,
+                |stop| operator.run(stop),
             )
             .await?;
         }
         _ => {
             leader_gauge.set(1);
-            lead(source, client, guests, metrics, readiness, config, shutdown).await?;
+            operator.run(shutdown).await?;
         }
     }
     for server in [metrics_server, probe_server] {
@@ -457,37 +442,6 @@ pub async fn exec(args: Args) -> Result<()> {
         if let Ok(result) = server.await {
             result?;
         }
-    }
-    Ok(())
-}
-
-/// The leader's work until `stop`: the guest ConfigMap source (when configured), then the
-/// controller. Only the leader evaluates candidate guests, so a standby neither records Events
-/// nor annotates the ConfigMap; it takes the ConfigMap's guests when it becomes the leader.
-async fn lead(
-    source: Option<swap::source::Source>,
-    client: Client,
-    guests: swap::Guests,
-    metrics: Metrics,
-    readiness: Arc<Readiness>,
-    config: controller::Config,
-    stop: leader::Stop,
-) -> Result<()> {
-    let source = match source {
-        Some(mut source) => {
-            // NB: restoring waits for a registry that is down; leadership may end meanwhile.
-            tokio::select! {
-                synced = source.sync_once() => synced.map_err(Error::GuestSource)?,
-                () = stop.clone() => return Ok(()),
-            }
-            Some(tokio::spawn(source.run(stop.clone())))
-        }
-        None => None,
-    };
-    controller::run(client, guests, metrics, readiness, config, stop).await?;
-    if let Some(source) = source {
-        // NB: the source stops on the same signal; it returns nothing to report.
-        let _ = source.await;
     }
     Ok(())
 }
