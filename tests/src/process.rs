@@ -101,10 +101,8 @@ impl OperatorProcess {
         let probe_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         let metrics_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
         std::fs::create_dir_all(log_dir)?;
-        let log = log_dir.join(format!("{name}.log"));
-        let out = std::fs::File::create(&log)
-            .with_context(|| format!("failed to create {}", log.display()))?;
-        let child = Command::new(&binary)
+        let mut command = Command::new(&binary);
+        command
             .arg("run")
             .args(args)
             .arg("--kubeconfig")
@@ -116,12 +114,31 @@ impl OperatorProcess {
             // NB: the operator must not pick up the tests' own variables (e.g. POD_NAME).
             .env_remove("POD_NAME")
             .env_remove("KUBECONFIG")
-            .envs(env.iter().copied())
+            .envs(env.iter().copied());
+        Self::spawn(
+            command,
+            probe_addr,
+            metrics_addr,
+            log_dir.join(format!("{name}.log")),
+        )
+    }
+
+    /// Starts `command`, an operator serving `/readyz` on `probe_addr` and `/metrics` on
+    /// `metrics_addr` (the Go seed peer as much as app-operator), its stdout and stderr to `log`.
+    pub fn spawn(
+        mut command: Command,
+        probe_addr: SocketAddr,
+        metrics_addr: SocketAddr,
+        log: PathBuf,
+    ) -> anyhow::Result<Self> {
+        let out = std::fs::File::create(&log)
+            .with_context(|| format!("failed to create {}", log.display()))?;
+        let child = command
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out)
             .spawn()
-            .with_context(|| format!("failed to start {}", binary.display()))?;
+            .with_context(|| format!("failed to start {}", command.get_program().display()))?;
         Ok(Self {
             child,
             probe_addr,
@@ -176,34 +193,59 @@ impl OperatorProcess {
 
     /// Waits until `/readyz` answers 200 with a verdict (the body's first line; notes follow) ending in `state` (`ready` or `standby`).
     pub async fn wait_readyz(&mut self, state: &str) -> anyhow::Result<()> {
-        let what = format!(
-            "operator /readyz to say {state} (log: {})",
-            self.log.display()
-        );
-        let probe_addr = self.probe_addr;
-        let log = self.log.clone();
-        let child = &mut self.child;
-        wait::until(&what, Duration::from_secs(60), || {
-            let exited = child.try_wait();
-            let probed = http_get(probe_addr, "/readyz");
-            let log = log.clone();
-            async move {
-                if let Some(status) = exited? {
-                    let text = std::fs::read_to_string(&log).unwrap_or_default();
-                    let tail: Vec<_> = text.lines().rev().take(5).collect();
-                    let tail: Vec<_> = tail.into_iter().rev().collect();
-                    bail!(
-                        "the operator exited ({status}); its log ends:\n{}",
-                        tail.join("\n")
-                    );
-                }
-                Ok(probed.filter(|(code, body)| {
-                    *code == 200 && body.lines().next().is_some_and(|v| v.ends_with(state))
-                }))
-            }
+        let what = format!("operator /readyz to say {state}");
+        self.wait_probe(&what, Duration::from_secs(60), |body| {
+            body.lines().next().is_some_and(|v| v.ends_with(state))
         })
         .await
-        .map(|_| ())
+    }
+
+    /// Waits up to `timeout` until `/readyz` answers 200, whatever it says.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_probe("operator /readyz to answer 200", timeout, |_| true)
+            .await
+    }
+
+    /// Waits up to `timeout` until `/readyz` answers 200 with a body `accept` takes; fails with
+    /// the log's last lines if the process exits first.
+    async fn wait_probe(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        accept: impl Fn(&str) -> bool,
+    ) -> anyhow::Result<()> {
+        let what = format!("{what} (log: {})", self.log.display());
+        let probe_addr = self.probe_addr;
+        wait::until(&what, timeout, || {
+            let alive = self.check_alive();
+            let probed = http_get(probe_addr, "/readyz")
+                .filter(|(code, body)| *code == 200 && accept(body))
+                .map(|_| ());
+            async move { alive.map(|()| probed) }
+        })
+        .await
+    }
+
+    /// Fails, with the log's last lines, if the process has exited.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!(
+                "the operator exited ({status}); its log ({}) ends:\n{}",
+                self.log.display(),
+                self.log_tail(5)
+            );
+        }
+        Ok(())
+    }
+
+    /// Peak resident set size (`VmHWM`) so far, in KiB.
+    pub fn peak_rss_kib(&self) -> anyhow::Result<u64> {
+        self.status_kib("VmHWM")
+    }
+
+    /// CPU time the process has used so far, user plus system, all threads, in seconds.
+    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        cpu_seconds(self.pid())
     }
 
     /// The last `lines` lines of the log, for failure messages.
@@ -250,14 +292,18 @@ impl OperatorProcess {
 
     /// Sends SIGTERM and waits up to 30 s for the process to exit; returns whether it exited 0.
     pub async fn terminate(&mut self) -> anyhow::Result<bool> {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status()?;
-        let status = wait::until("the operator to exit", Duration::from_secs(30), || {
-            let exited = self.child.try_wait();
-            async move { Ok(exited?) }
-        })
-        .await?;
-        Ok(status.success())
+        Ok(self.terminate_timed().await?.0.success())
+    }
+
+    /// Sends SIGTERM and waits up to 30 s for the process to exit; returns its status and how
+    /// long it took. A process still running then is killed when this is dropped.
+    pub async fn terminate_timed(
+        &mut self,
+    ) -> anyhow::Result<(std::process::ExitStatus, Duration)> {
+        let started = std::time::Instant::now();
+        self.signal("TERM")?;
+        let status = self.wait_exit(Duration::from_secs(30)).await?;
+        Ok((status, started.elapsed()))
     }
 }
 
@@ -317,8 +363,9 @@ fn clock_ticks() -> anyhow::Result<f64> {
     Ok(*TICKS.get_or_init(|| ticks))
 }
 
-/// A plain HTTP/1.1 GET on a loopback address: `(status code, body)`.
-fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+/// A plain HTTP/1.1 GET on a loopback address: `(status code, body)`, or `None` when nothing
+/// answers.
+pub fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut stream =
         std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;

@@ -1,16 +1,15 @@
 //! The operators the benchmark runs, each as a child process: app-operator and the Go seed peer
-//! (`bench/peers/go-seed`), described by a [`Contender`] and run as an [`Operator`].
+//! (`bench/peers/go-seed`), described by a [`Contender`] and run as the e2e crate's
+//! [`OperatorProcess`].
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use app_operator::consts::GUEST_CONFIGMAP;
+use app_operator_e2e::process::OperatorProcess;
 
-use app_operator_e2e::process;
-
-use crate::{Args, http_get};
+use crate::Args;
 
 /// How to run one operator and read its figures: its command line, the address whose `/readyz`
 /// answers 200 once it is ready, and the counter of its API requests (labelled `method`).
@@ -91,102 +90,24 @@ impl Contender {
     }
 }
 
-/// A running [`Contender`], a child process with the cluster's kubeconfig, its stderr in a log
-/// file of its own.
-pub struct Operator {
-    child: Child,
-    name: &'static str,
-    probe_addr: String,
-    log: PathBuf,
-}
-
-impl Operator {
-    /// Starts `contender`, its stderr to `log`.
-    pub fn spawn(contender: &Contender, log: &Path) -> anyhow::Result<Self> {
-        let file = std::fs::File::create(log)
-            .with_context(|| format!("failed to create {}", log.display()))?;
-        let child = Command::new(&contender.program)
-            .args(&contender.args)
+impl Contender {
+    /// Starts the contender as a child process with the cluster's kubeconfig, its output to
+    /// `log`.
+    pub fn spawn(&self, log: &Path) -> anyhow::Result<OperatorProcess> {
+        let mut command = Command::new(&self.program);
+        command
+            .args(&self.args)
             .env("KUBECONFIG", app_operator_e2e::cluster::kubeconfig_path())
-            .envs(contender.env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .with_context(|| format!("failed to start {}", contender.program.display()))?;
-        Ok(Self {
-            child,
-            name: contender.name,
-            probe_addr: contender.probe_addr.clone(),
-            log: log.to_owned(),
-        })
-    }
-
-    /// Waits until `/readyz` answers 200, failing after `timeout` or if the process exits.
-    pub async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            self.check_alive()?;
-            if http_get(&self.probe_addr, "/readyz").await.is_ok() {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "{} is not ready after {timeout:?} (see {})",
-                    self.name,
-                    self.log.display()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// Fails if the process has exited.
-    pub fn check_alive(&mut self) -> anyhow::Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            bail!(
-                "{} exited with {status} (see {})",
-                self.name,
-                self.log.display()
-            );
-        }
-        Ok(())
-    }
-
-    /// Peak resident set size (VmHWM) in KiB.
-    pub fn peak_rss_kib(&self) -> anyhow::Result<u64> {
-        process::status_kib(self.child.id(), "VmHWM")
-    }
-
-    /// CPU time the process has used so far, user plus system, all threads, in seconds.
-    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        process::cpu_seconds(self.child.id())
-    }
-
-    /// Sends SIGTERM and returns how long the process took to exit (killed after 30 s).
-    pub fn terminate(&mut self) -> anyhow::Result<Duration> {
-        let started = Instant::now();
-        Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()?;
-        while self.child.try_wait()?.is_none() {
-            if started.elapsed() > Duration::from_secs(30) {
-                self.child.kill()?;
-                self.child.wait()?;
-                bail!("{} did not exit within 30 s of SIGTERM", self.name);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(started.elapsed())
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        // NB: a benchmark that fails half-way must not leave an operator running on the shared
-        // cluster.
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        let addr = |a: &str| {
+            a.parse()
+                .with_context(|| format!("{}: {a} is not an address", self.name))
+        };
+        OperatorProcess::spawn(
+            command,
+            addr(&self.probe_addr)?,
+            addr(&self.metrics_addr)?,
+            log.to_owned(),
+        )
     }
 }

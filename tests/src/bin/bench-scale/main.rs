@@ -33,9 +33,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::contender::{Contender, Operator};
+use crate::contender::Contender;
+use app_operator_e2e::process::OperatorProcess;
 
 /// Scale benchmark of app-operator against the local control plane.
 #[derive(Debug, Parser)]
@@ -137,13 +137,13 @@ async fn main() -> anyhow::Result<()> {
 
     let ns = TestNamespace::create(&client, "bench-scale").await?;
     let contender = Contender::app_operator(&args, ns.name());
-    let mut operator = Operator::spawn(&contender, Path::new("bench-scale-operator.log"))?;
+    let mut operator = contender.spawn(Path::new("bench-scale-operator.log"))?;
     let result = measure(&client, &args, ns.name(), apps, &mut operator).await;
     let swap = match (&result, args.skip_swap) {
         (Ok(_), false) => Some(swap::run(&client, &args, ns.name(), &mut operator).await),
         _ => None,
     };
-    let shutdown = operator.terminate()?;
+    let (_, shutdown) = operator.terminate_timed().await?;
     let run = result?;
     let swap = swap.transpose()?;
 
@@ -221,7 +221,7 @@ async fn measure(
     args: &Args,
     ns: &str,
     apps: Vec<AppService>,
-    operator: &mut Operator,
+    operator: &mut OperatorProcess,
 ) -> anyhow::Result<Run> {
     operator.wait_ready(Duration::from_secs(60)).await?;
     let stores = Stores::watch(client, ns).await?;
@@ -365,18 +365,14 @@ where
     store
 }
 
-/// The body of `GET http://<addr><path>` (HTTP/1.1, no keep-alive).
+/// The body of `GET http://<addr><path>`, failing unless it answers 200.
 async fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
-    let mut stream = tokio::net::TcpStream::connect(addr).await?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await?;
-    let (head, body) = response
-        .split_once("\r\n\r\n")
-        .context("no HTTP header end")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        bail!("GET {path}: {}", head.lines().next().unwrap_or_default());
+    let socket = addr
+        .parse()
+        .with_context(|| format!("{addr} is not an address"))?;
+    match app_operator_e2e::process::http_get(socket, path) {
+        Some((200, body)) => Ok(body),
+        Some((code, _)) => bail!("GET {path}: HTTP {code}"),
+        None => bail!("GET http://{addr}{path}: no answer"),
     }
-    Ok(body.to_owned())
 }

@@ -11,9 +11,10 @@ use app_operator::crd::AppService;
 use app_operator_e2e::TestNamespace;
 use kube::Client;
 
-use crate::contender::{Contender, Operator};
+use crate::contender::Contender;
 use crate::prom::{self, METHODS};
 use crate::{Args, Stores, create_apps, delete_namespace, http_get, load_average};
+use app_operator_e2e::process::OperatorProcess;
 
 /// The two contenders, in the order of round 1.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -99,9 +100,9 @@ async fn one(
         Which::Ours => Contender::app_operator(args, ns.name()),
     };
     let log = format!("bench-scale-round{round}-{}.log", contender.name);
-    let mut operator = Operator::spawn(&contender, Path::new(&log))?;
+    let mut operator = contender.spawn(Path::new(&log))?;
     let figures = measure(client, args, ns.name(), apps, &contender, &mut operator).await;
-    operator.terminate()?;
+    operator.terminate_timed().await?;
     let deleted = delete_namespace(client, ns).await?;
     eprintln!(
         "  round {round}, {}: done; namespace gone {:.1} s after its deletion",
@@ -117,7 +118,7 @@ async fn measure(
     ns: &str,
     apps: &[AppService],
     contender: &Contender,
-    operator: &mut Operator,
+    operator: &mut OperatorProcess,
 ) -> anyhow::Result<Figures> {
     operator.wait_ready(Duration::from_secs(60)).await?;
     let stores = Stores::watch(client, ns).await?;

@@ -23,7 +23,8 @@ use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::{Args, Operator, Stores, http_get, load_average, prom};
+use crate::{Args, Stores, http_get, load_average, prom};
+use app_operator_e2e::process::OperatorProcess;
 
 /// What one swap measured.
 pub struct Swap {
@@ -96,7 +97,7 @@ pub async fn run(
     client: &Client,
     args: &Args,
     ns: &str,
-    operator: &mut Operator,
+    operator: &mut OperatorProcess,
 ) -> anyhow::Result<Vec<Swap>> {
     let same_output = with_custom_section(guest::default_guest(), "bench-scale");
     let metadata = swap(
@@ -120,7 +121,7 @@ async fn swap(
     client: &Client,
     args: &Args,
     ns: &str,
-    operator: &mut Operator,
+    operator: &mut OperatorProcess,
     what: &'static str,
     wasm: &[u8],
     rewrites: bool,
