@@ -9,13 +9,16 @@ pub mod plan;
 mod policy;
 pub mod pull;
 pub mod push;
-mod push_ref;
 pub mod registry;
 pub mod render;
 pub mod run;
 pub mod sign;
 
+use std::path::Path;
+
 use clap::{Parser, Subcommand};
+
+use crate::{Error, Result};
 
 pub use connect::Connection;
 pub use policy::PolicyArgs;
@@ -99,4 +102,17 @@ pub async fn exec(cli: Cli) -> crate::Result<()> {
         Command::Plan(args) => plan::exec(args).await,
         Command::Crd(args) => crd::exec(args).await,
     }
+}
+
+/// Reads a file, or standard input for `-`.
+pub(super) fn read(path: &Path) -> Result<Vec<u8>> {
+    let read = if path == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).map(String::into_bytes)
+    } else {
+        std::fs::read(path)
+    };
+    read.map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })
 }

@@ -2,6 +2,8 @@
 //! stable guest or as a canary for the AppServices a label selector matches, with its
 //! signature when one is given.
 
+mod to_registry;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -76,7 +78,7 @@ const CONFIGMAP_MAX_BYTES: usize = 1 << 20;
 /// Runs the subcommand.
 pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
-    let wasm = super::render::read(&args.file)?;
+    let wasm = super::read(&args.file)?;
     // NB: before connecting, so nothing is written. With `--to` only a reference goes in.
     if args.to.is_none()
         && let Some(problem) = too_big(&args.file, wasm.len(), wasm.len())
@@ -92,7 +94,7 @@ pub async fn exec(args: Args) -> Result<()> {
         (None, Some(file)) => Some(read_signature(file)?),
         (None, None) => None,
     };
-    let reference = super::push_ref::upload(&args, &wasm).await?;
+    let reference = to_registry::upload(&args, &wasm).await?;
     let client = args.connection.client(None).await?;
     let ns = args
         .namespace
@@ -114,7 +116,7 @@ pub async fn exec(args: Args) -> Result<()> {
         &digest,
         signature.as_ref(),
     );
-    super::push_ref::place(&mut cm, args.canary.is_some(), reference.as_ref());
+    to_registry::place(&mut cm, args.canary.is_some(), reference.as_ref());
     if let Some(problem) = too_big(&args.file, size, data_bytes(&cm)) {
         return Err(Error::Input(format!("ConfigMap {ns}/{name}: {problem}")));
     }
@@ -182,7 +184,7 @@ fn empty(name: &str) -> ConfigMap {
 
 /// The signature in file `path`, checked to be one before it is pushed.
 fn read_signature(path: &Path) -> Result<Signature> {
-    let text = super::render::read(path)?;
+    let text = super::read(path)?;
     Signature::parse(&text).map_err(|source| Error::SignatureFile {
         path: path.to_owned(),
         source,

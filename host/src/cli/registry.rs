@@ -85,6 +85,6 @@ pub async fn read_guest(arg: &Path, registry: &RegistryArgs) -> Result<Vec<u8>> 
                 .map_err(Error::from)
                 .unwrap_err())
         }
-        None => super::render::read(arg),
+        None => super::read(arg),
     }
 }

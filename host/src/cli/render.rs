@@ -109,7 +109,7 @@ pub async fn render_reported(
 /// server would ([`Validator::app_service`]): the AppService returned is the one the cluster
 /// would store, with the CRD's defaults applied.
 pub fn read_app(path: &Path) -> Result<AppService> {
-    let text = String::from_utf8_lossy(&read(path)?).into_owned();
+    let text = String::from_utf8_lossy(&super::read(path)?).into_owned();
     let what = path.display().to_string();
     let yaml = |source| Error::Yaml {
         what: what.clone(),
@@ -162,17 +162,4 @@ pub fn to_yaml(app: &AppService, digest: &str, objects: &[DesiredObject]) -> Res
         out.push_str(&doc);
     }
     Ok(out)
-}
-
-/// Reads a file, or standard input for `-`.
-pub(super) fn read(path: &Path) -> Result<Vec<u8>> {
-    let read = if path == Path::new("-") {
-        std::io::read_to_string(std::io::stdin()).map(String::into_bytes)
-    } else {
-        std::fs::read(path)
-    };
-    read.map_err(|source| Error::Read {
-        path: path.to_owned(),
-        source,
-    })
 }

@@ -21,7 +21,7 @@ pub struct Args {
 
 /// Runs the subcommand.
 pub async fn exec(args: Args) -> Result<()> {
-    let wasm = super::render::read(&args.file)?;
+    let wasm = super::read(&args.file)?;
     let signature = sign_with(&args.key, &wasm)?;
     let output = args
         .output
@@ -42,7 +42,7 @@ pub async fn exec(args: Args) -> Result<()> {
 
 /// Signs `wasm` with the private key in file `key`.
 pub fn sign_with(key: &Path, wasm: &[u8]) -> Result<Signature> {
-    let pem = super::render::read(key)?;
+    let pem = super::read(key)?;
     trust::sign(&String::from_utf8_lossy(&pem), wasm).map_err(|source| Error::SigningKey {
         path: key.to_owned(),
         source,

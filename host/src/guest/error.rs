@@ -120,6 +120,13 @@ impl Error {
         }
     }
 
+    /// Whether the call never ran to a verdict: its blocking task failed (a host panic or a
+    /// runtime shutdown). Transient like a missed deadline, but it says nothing about the guest:
+    /// a dry run that meets it is no verdict at all, and is not retried render by render.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, Error::Task(_))
+    }
+
     /// Whether the failure warrants rendering with the last good guest instead: the guest is
     /// broken for this input (a trap, a limit, output the host refuses). Not a policy refusal
     /// (the guest saying no on purpose), and not a transient failure, which is retried with

@@ -12,8 +12,8 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
 use super::bindings::{AppservicePolicy, AppservicePolicyPre, v0_2};
-use super::call::State;
 use super::compiler::{self, ChildError};
+use super::state::State;
 use super::{BoxError, Config, Error, wasi};
 
 /// `sha256:<hex>` of the bytes: a guest's identity in status, annotations and metrics.

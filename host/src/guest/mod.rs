@@ -23,7 +23,9 @@ mod error;
 mod inspect;
 mod loader;
 mod log_stream;
+mod names;
 pub mod report;
+mod state;
 mod validate;
 mod wasi;
 

@@ -200,7 +200,7 @@ fn is_qualified_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric();
-    name_ok && prefix.is_none_or(|p| !p.is_empty() && super::validate::is_dns1123_subdomain(p))
+    name_ok && prefix.is_none_or(|p| !p.is_empty() && super::names::is_dns1123_subdomain(p))
 }
 
 /// `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, 1 to `max` characters.

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::DesiredObject;
 use super::bindings;
+use super::names::{is_dns1035_label, is_dns1123_subdomain};
 
 /// What the host refuses in a guest's output. Each variant names the offending object.
 #[derive(Debug, thiserror::Error)]
@@ -268,26 +269,6 @@ fn check(o: bindings::DesiredObject, rules: &Rules<'_>) -> Result<DesiredObject,
         name,
         body,
     })
-}
-
-/// A DNS-1123 subdomain: at most 253 characters of dot-separated DNS-1123 labels.
-pub(super) fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-/// A DNS-1123 label: 1 to 63 lowercase letters, digits or `-`, alphanumeric at both ends.
-fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    (1..=63).contains(&b.len())
-        && b.iter().all(|c| alnum(c) || *c == b'-')
-        && alnum(&b[0])
-        && alnum(&b[b.len() - 1])
-}
-
-/// A DNS-1035 label: a DNS-1123 label that starts with a letter (Service names).
-fn is_dns1035_label(s: &str) -> bool {
-    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
 }
 
 #[cfg(test)]

@@ -23,9 +23,8 @@ use wasmtime::component::{Component, HasData, Linker, Resource, ResourceTable};
 use wasmtime::{Engine, Result};
 use wasmtime_wasi::p2::bindings::clocks::monotonic_clock;
 use wasmtime_wasi::p2::{DynPollable, Pollable, subscribe};
-use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView};
+use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use super::call::State;
 use super::log_stream::{LogStream, Sink, Stream};
 
 /// What the wall clock always reads: 2000-01-01T00:00:00Z.
@@ -109,6 +108,12 @@ fn lock(sink: &Mutex<Sink>) -> std::sync::MutexGuard<'_, Sink> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// The data of a Store whose guest may call WASI: it holds the guest's [`Wasi`] context.
+pub(super) trait WasiState: WasiView + 'static {
+    /// The guest's WASI context, made on first use.
+    fn wasi(&mut self) -> &mut Wasi;
+}
+
 /// Whether the component imports any WASI interface, so its linker needs them.
 pub(super) fn imported(engine: &Engine, component: &Component) -> bool {
     component
@@ -119,10 +124,10 @@ pub(super) fn imported(engine: &Engine, component: &Component) -> bool {
 
 /// Links every WASI preview 2 interface, synchronous, then replaces the monotonic clock with
 /// the virtual one.
-pub(super) fn add_to_linker(linker: &mut Linker<State>) -> Result<()> {
+pub(super) fn add_to_linker<T: WasiState>(linker: &mut Linker<T>) -> Result<()> {
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
     linker.allow_shadowing(true);
-    monotonic_clock::add_to_linker::<State, HasClock>(linker, |s| s.wasi().clock())?;
+    monotonic_clock::add_to_linker::<T, HasClock>(linker, |s| s.wasi().clock())?;
     linker.allow_shadowing(false);
     Ok(())
 }

@@ -5,25 +5,20 @@
 //! ([`super::server_dry_run`]).
 
 use std::collections::HashMap;
-use std::fmt;
 
 use futures::{StreamExt, stream};
 use kube::ResourceExt;
 
 use super::InForce;
-use super::server_dry_run::{self, Changed};
+use super::judge::Changed;
+use super::regression::{Problem, Regression, Regressions};
 use crate::crd::AppService;
-use crate::error_chain;
 use crate::guest::{self, DesiredObject, admission::Level};
-use crate::text::Listed;
 
 /// Most dry-run renders in flight. NB: the guest calls themselves share the runtime's memory
 /// budget with the controller's reconciles (`guest::Config::instances`), so this bounds only
 /// the AppServices queued, not the memory.
 const CONCURRENCY: usize = 16;
-
-/// Regressions a rejection message names; the rest are counted.
-const LISTED: usize = 10;
 
 /// How one AppService fared under the guest in force and under the candidate: the number of
 /// objects each rendered, or its error.
@@ -41,94 +36,6 @@ pub struct Outcome {
     pub candidate: Result<usize, guest::Error>,
 }
 
-/// What the candidate would make worse for one AppService.
-#[derive(Debug)]
-pub enum Problem {
-    /// The guest in force renders it and the candidate fails (trap, limit, refused output,
-    /// policy error, ...).
-    Fails(guest::Error),
-    /// The guest in force renders `children` objects and the candidate none: every child would
-    /// be pruned.
-    PrunesAll {
-        /// Objects the guest in force renders.
-        children: usize,
-    },
-    /// A render could not run at all (its blocking task failed): no verdict, try again.
-    Interrupted(guest::Error),
-    /// The API server refuses the candidate's output and accepts that of the guest in force,
-    /// or (transient) gave no answer.
-    Api(server_dry_run::Error),
-}
-
-/// A regression of the candidate on one AppService.
-#[derive(Debug)]
-pub struct Regression {
-    /// Namespace of the AppService.
-    pub namespace: String,
-    /// Name of the AppService.
-    pub name: String,
-    /// Digest of the candidate's guest for it.
-    pub digest: String,
-    /// What would get worse.
-    pub problem: Problem,
-}
-
-impl fmt::Display for Regression {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (digest, ns, name) = (&self.digest, &self.namespace, &self.name);
-        match &self.problem {
-            Problem::Fails(e) => write!(
-                f,
-                "guest {digest} failed on AppService {ns}/{name}: {}",
-                error_chain(e)
-            ),
-            Problem::PrunesAll { children } => write!(
-                f,
-                "guest {digest} renders nothing for AppService {ns}/{name}, which would prune \
-                 its {children} children"
-            ),
-            Problem::Interrupted(e) => write!(
-                f,
-                "the dry run of AppService {ns}/{name} was interrupted: {}",
-                error_chain(e)
-            ),
-            Problem::Api(e) if e.is_transient() => write!(
-                f,
-                "the server-side dry run of AppService {ns}/{name} got no answer: {}",
-                error_chain(e)
-            ),
-            Problem::Api(e) => write!(
-                f,
-                "guest {digest}'s output for AppService {ns}/{name} fails the server-side dry \
-                 run: {}",
-                error_chain(e)
-            ),
-        }
-    }
-}
-
-/// The regressions that reject a candidate, sorted by namespace and name.
-#[derive(Debug, thiserror::Error)]
-#[error("{} of {total} AppServices regress: {}", regressions.len(), Listed { items: regressions, max: LISTED })]
-pub struct Regressions {
-    /// Every regression, sorted by namespace and name.
-    pub regressions: Vec<Regression>,
-    /// How many AppServices the dry run covered.
-    pub total: usize,
-}
-
-impl Regressions {
-    /// Whether the verdict may change on its own: a render was interrupted, or the API server
-    /// did not answer, rather than judged.
-    pub fn is_transient(&self) -> bool {
-        self.regressions.iter().any(|r| match &r.problem {
-            Problem::Interrupted(_) => true,
-            Problem::Api(e) => e.is_transient(),
-            Problem::Fails(_) | Problem::PrunesAll { .. } => false,
-        })
-    }
-}
-
 /// The regressions among `outcomes`, sorted by namespace and name. An AppService the guest in
 /// force fails on is never a regression, whatever the candidate does.
 pub fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
@@ -136,9 +43,7 @@ pub fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
         .into_iter()
         .filter_map(|o| {
             let problem = match (o.current, o.candidate) {
-                (Err(e @ guest::Error::Task(_)), _) | (_, Err(e @ guest::Error::Task(_))) => {
-                    Problem::Interrupted(e)
-                }
+                (Err(e), _) | (_, Err(e)) if e.is_interrupted() => Problem::Interrupted(e),
                 (Err(_), _) => return None,
                 (Ok(_), Err(e)) => Problem::Fails(e),
                 (Ok(children), Ok(0)) if children > 0 => Problem::PrunesAll { children },
@@ -292,9 +197,9 @@ impl Renders {
 
 /// Whether a failed render is worth rendering again before it counts: transient, and not an
 /// interrupted task (which makes the whole verdict transient instead, see
-/// [`Regressions::is_transient`]).
+/// [`super::regression::Regressions::is_transient`]).
 fn retriable(error: &guest::Error) -> bool {
-    error.is_transient() && !matches!(error, guest::Error::Task(_))
+    error.is_transient() && !error.is_interrupted()
 }
 
 /// A render as an [`Outcome`] takes it (the number of objects, or the error), and its objects.

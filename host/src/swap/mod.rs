@@ -9,9 +9,11 @@
 
 pub mod contents;
 mod dry_run;
+mod judge;
 mod note_recorder;
 pub mod pin;
 pub mod record;
+pub mod regression;
 pub mod rejection;
 pub mod selector;
 pub mod server_dry_run;

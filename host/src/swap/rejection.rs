@@ -3,8 +3,8 @@
 //! (a guest pulled by reference is checked once pulled and verified, as an inline one).
 
 use super::contents::Contents;
-use super::dry_run::Regressions;
 use super::pin::{self, Origin, Pins};
+use super::regression::Regressions;
 use super::{Role, selector, trust};
 use crate::guest;
 
@@ -91,7 +91,7 @@ impl Rejection {
         match self {
             Rejection::List(_) | Rejection::Namespaces(_) => true,
             Rejection::Fetch { source, .. } => source.is_transient(),
-            Rejection::Load { source, .. } => matches!(source, guest::Error::Task(_)),
+            Rejection::Load { source, .. } => source.is_interrupted(),
             Rejection::DryRun(regressions) => regressions.is_transient(),
             Rejection::Malformed(_)
             | Rejection::Selector(_)

@@ -42,9 +42,7 @@ use super::contents::{self, Contents, Pulled};
 use super::note_recorder::NoteRecorder;
 use super::pin::{Origin, Pins};
 use super::rejection::{self, Rejection};
-use super::{
-    Canary, Guests, InForce, InForceKey, Role, dry_run, record, selector, server_dry_run, trust,
-};
+use super::{Canary, Guests, InForce, InForceKey, Role, dry_run, judge, record, selector, trust};
 use crate::backoff::WatchBackoff;
 use crate::consts::{
     ANNOTATION_GUEST_ACTIVE, ANNOTATION_GUEST_CANARY, ANNOTATION_GUEST_MESSAGE,
@@ -599,7 +597,7 @@ impl Source {
             .map_err(Rejection::Namespaces)?;
         let current = self.guests.current();
         let (judged, changed) = dry_run::run(&current, &set, &apps.items, &levels).await?;
-        let judged = server_dry_run::judge(&self.client, &self.metrics, changed, judged).await?;
+        let judged = judge::judge(&self.client, &self.metrics, changed, judged).await?;
         Ok((set, judged))
     }
 

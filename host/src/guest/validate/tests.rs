@@ -139,13 +139,3 @@ fn forbidden_kinds_cover_rbac_and_cluster_scope() {
     assert!(!is_forbidden("v1", "ConfigMap"));
     assert!(!is_forbidden("apps/v1", "Deployment"));
 }
-
-#[test]
-fn dns_names() {
-    assert!(is_dns1123_subdomain("a.b-c.d"));
-    assert!(!is_dns1123_subdomain("a..b"));
-    assert!(!is_dns1123_subdomain(&"a".repeat(254)));
-    assert!(is_dns1035_label("web-1"));
-    assert!(!is_dns1035_label("1web"));
-    assert!(!is_dns1035_label(&"a".repeat(64)));
-}

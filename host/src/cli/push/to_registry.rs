@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 
-use super::push::Args;
+use super::Args;
 use crate::Result;
 use crate::consts::{CANARY_KEY, CANARY_REF_KEY, GUEST_KEY, GUEST_REF_KEY};
 use crate::oci::Pinned;
