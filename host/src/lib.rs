@@ -22,7 +22,7 @@ pub mod server;
 pub mod stamp;
 pub mod swap;
 pub mod telemetry;
-#[cfg(feature = "test-guests")]
+#[cfg(any(test, feature = "test-guests"))]
 pub mod testing;
 pub mod text;
 pub mod validation;

@@ -1,4 +1,5 @@
-//! Guests for tests outside this crate, such as the end-to-end tests (feature `test-guests`).
+//! Guests for tests: this crate's, and those outside it, such as the end-to-end tests (feature
+//! `test-guests`).
 
 /// The hostile test guest (`tests/guests/hostile`): `metadata.name` picks how it misbehaves
 /// (`panic` traps, `policy-error` refuses, `loop` hits the deadline, ...).

@@ -9,6 +9,8 @@ mod error;
 mod events;
 mod reconcile;
 mod reported;
+#[cfg(test)]
+mod scenario;
 mod settle;
 pub mod status;
 mod uptodate;

@@ -237,3 +237,6 @@ async fn publish(ctx: &Context, app: &AppService, outcome: &Outcome<'_>, facts: 
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
