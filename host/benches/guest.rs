@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use app_operator::cli::render::read_app;
 use app_operator::crd::AppService;
 use app_operator::guest;
-use app_operator_guest::kudevops::appservice::types as native;
+use app_operator_guest::bindings::kudevops::appservice::types as native;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 const SAMPLE: &str = "../config/samples/apps_v1alpha1_appservice.yaml";
