@@ -14,7 +14,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Api, Client};
 
 /// What the baseline measured.
-pub struct Baseline {
+pub(crate) struct Baseline {
     /// Objects applied (a Deployment and a Service per AppService).
     pub writes: usize,
     /// Wall time of all the applies.
@@ -23,7 +23,7 @@ pub struct Baseline {
 
 /// Applies the rendered children of `apps` in a namespace of its own, `concurrency` at a time,
 /// then deletes the namespace and waits until it is gone (freeing the nodePorts).
-pub async fn run(
+pub(crate) async fn run(
     client: &Client,
     apps: Vec<AppService>,
     concurrency: usize,

@@ -14,7 +14,7 @@ use crate::{Args, http_get};
 
 /// How to run one operator and read its figures: its command line, the address whose `/readyz`
 /// answers 200 once it is ready, and the counter of its API requests (labelled `method`).
-pub struct Contender {
+pub(crate) struct Contender {
     /// Short name, in tables and log file names.
     pub name: &'static str,
     /// The binary.
@@ -36,7 +36,7 @@ pub struct Contender {
 impl Contender {
     /// app-operator watching namespace `ns`, with its guest ConfigMap in `ns` (what the swap
     /// phase writes), logging at `RUST_LOG` (default `warn`) as JSON.
-    pub fn app_operator(args: &Args, ns: &str) -> Self {
+    pub(crate) fn app_operator(args: &Args, ns: &str) -> Self {
         let args_of = [
             "run",
             "--namespace",
@@ -69,7 +69,7 @@ impl Contender {
 
     /// The Go seed operator `program` watching namespace `ns` (`WATCH_NAMESPACE`), with its
     /// scaffold's flags and defaults otherwise (development logging, no leader election).
-    pub fn go_seed(program: &Path, args: &Args, ns: &str) -> Self {
+    pub(crate) fn go_seed(program: &Path, args: &Args, ns: &str) -> Self {
         let args_of = [
             "--metrics-bind-address",
             &args.peer_metrics_addr,
@@ -93,7 +93,7 @@ impl Contender {
 
 /// A running [`Contender`], a child process with the cluster's kubeconfig, its stderr in a log
 /// file of its own.
-pub struct Operator {
+pub(crate) struct Operator {
     child: Child,
     name: &'static str,
     probe_addr: String,
@@ -102,7 +102,7 @@ pub struct Operator {
 
 impl Operator {
     /// Starts `contender`, its stderr to `log`.
-    pub fn spawn(contender: &Contender, log: &Path) -> anyhow::Result<Self> {
+    pub(crate) fn spawn(contender: &Contender, log: &Path) -> anyhow::Result<Self> {
         let file = std::fs::File::create(log)
             .with_context(|| format!("failed to create {}", log.display()))?;
         let child = Command::new(&contender.program)
@@ -122,7 +122,7 @@ impl Operator {
     }
 
     /// Waits until `/readyz` answers 200, failing after `timeout` or if the process exits.
-    pub async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
+    pub(crate) async fn wait_ready(&mut self, timeout: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
             self.check_alive()?;
@@ -141,7 +141,7 @@ impl Operator {
     }
 
     /// Fails if the process has exited.
-    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+    pub(crate) fn check_alive(&mut self) -> anyhow::Result<()> {
         if let Some(status) = self.child.try_wait()? {
             bail!(
                 "{} exited with {status} (see {})",
@@ -153,17 +153,17 @@ impl Operator {
     }
 
     /// Peak resident set size (VmHWM) in KiB.
-    pub fn peak_rss_kib(&self) -> anyhow::Result<u64> {
+    pub(crate) fn peak_rss_kib(&self) -> anyhow::Result<u64> {
         process::status_kib(self.child.id(), "VmHWM")
     }
 
     /// CPU time the process has used so far, user plus system, all threads, in seconds.
-    pub fn cpu_seconds(&self) -> anyhow::Result<f64> {
+    pub(crate) fn cpu_seconds(&self) -> anyhow::Result<f64> {
         process::cpu_seconds(self.child.id())
     }
 
     /// Sends SIGTERM and returns how long the process took to exit (killed after 30 s).
-    pub fn terminate(&mut self) -> anyhow::Result<Duration> {
+    pub(crate) fn terminate(&mut self) -> anyhow::Result<Duration> {
         let started = Instant::now();
         Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])

@@ -26,7 +26,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use crate::{Args, Operator, Stores, http_get, load_average, prom};
 
 /// What one swap measured.
-pub struct Swap {
+pub(crate) struct Swap {
     /// Which swap.
     what: &'static str,
     /// The new guest.
@@ -55,7 +55,7 @@ pub struct Swap {
 
 impl Swap {
     /// Prints the figures, `count` being the number of AppServices.
-    pub fn print(&self, count: usize) {
+    pub(crate) fn print(&self, count: usize) {
         println!("guest swap, {} ({}):", self.what, self.digest);
         println!(
             "  validated and active   {:>8.1} s  (dry run on all {count} AppServices included)",
@@ -92,7 +92,7 @@ impl Swap {
 }
 
 /// Both swaps, one after the other.
-pub async fn run(
+pub(crate) async fn run(
     client: &Client,
     args: &Args,
     ns: &str,
