@@ -102,7 +102,7 @@ impl Sink {
     fn emit(&mut self) {
         let mut text = String::from_utf8_lossy(&self.line).into_owned();
         if self.cut {
-            text.push('…');
+            text.push(crate::text::MARK);
         }
         self.line.clear();
         self.cut = false;
