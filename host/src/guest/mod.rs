@@ -213,11 +213,6 @@ impl Runtime {
         })
     }
 
-    /// The configuration the runtime was built with.
-    pub fn config(&self) -> &Config {
-        &self.shared.config
-    }
-
     /// Loads a guest component: compiled once per digest (or read precompiled from the disk
     /// cache) and pre-linked. Blocks for the compile (tens of ms): in async code, call it from
     /// `spawn_blocking`.
