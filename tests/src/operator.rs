@@ -91,7 +91,7 @@ impl Operator {
         }
         install_crd(client).await?;
         let runtime = guest::Runtime::new(guest::Config::default())?;
-        let policy = runtime.load(wasm)?;
+        let policy = runtime.load(wasm).await?;
         let digest = policy.digest().to_owned();
         let readiness = Arc::new(Readiness::default());
         readiness.guest_loaded();

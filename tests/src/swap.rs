@@ -85,7 +85,7 @@ impl SwapOperator {
             cache_dir: guest_cache_dir,
             ..guest::Config::default()
         })?;
-        let guests = Guests::new(runtime.load_default()?);
+        let guests = Guests::new(runtime.load_default().await?);
         let metrics = Metrics::default();
         let config = source::Config {
             namespace: namespace.to_owned(),

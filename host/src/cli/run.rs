@@ -370,7 +370,7 @@ pub async fn exec(args: Args) -> Result<()> {
             .into(),
         None => guest::default_guest().into(),
     };
-    let policy = runtime.load(&base)?;
+    let policy = runtime.load(&base).await?;
     let guests = swap::Guests::new(policy);
     let config = args.controller_config();
     let source = if args.guest_configmap.is_empty() {

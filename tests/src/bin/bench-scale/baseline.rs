@@ -30,7 +30,7 @@ pub(crate) async fn run(
 ) -> anyhow::Result<Baseline> {
     let ns = TestNamespace::create(client, "bench-baseline").await?;
     let runtime = guest::Runtime::new(guest::Config::default())?;
-    let policy = runtime.load_default()?;
+    let policy = runtime.load_default().await?;
     let mut objects = Vec::new();
     for mut app in apps {
         app.metadata.namespace = Some(ns.name().to_owned());

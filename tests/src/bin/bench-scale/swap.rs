@@ -126,7 +126,8 @@ async fn swap(
     rewrites: bool,
 ) -> anyhow::Result<Swap> {
     let digest = guest::Runtime::new(guest::Config::default())?
-        .load(wasm)?
+        .load(wasm)
+        .await?
         .digest()
         .to_owned();
     let Stores {
@@ -272,8 +273,9 @@ mod tests {
     #[test]
     fn a_custom_section_gives_the_same_guest_another_digest() -> anyhow::Result<()> {
         let runtime = guest::Runtime::new(guest::Config::default())?;
-        let original = runtime.load_default()?;
-        let marked = runtime.load(&with_custom_section(guest::default_guest(), "bench-scale"))?;
+        let original = runtime.load_default_blocking()?;
+        let marked =
+            runtime.load_blocking(&with_custom_section(guest::default_guest(), "bench-scale"))?;
         assert_ne!(marked.digest(), original.digest());
         let app = app_operator_e2e::appservice::sample();
         assert_eq!(
