@@ -6,20 +6,20 @@ use serde::Serialize;
 
 /// `metadata` of an emitted object: the host stamps namespace, labels and owner.
 #[derive(Serialize)]
-pub struct Meta<'a> {
+pub(crate) struct Meta<'a> {
     pub name: &'a str,
 }
 
 /// The `app: <name>` label used for pod labels and selectors.
 #[derive(Serialize)]
-pub struct AppLabel<'a> {
+pub(crate) struct AppLabel<'a> {
     pub app: &'a str,
 }
 
 /// An `apps/v1` Deployment.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Deployment<'a> {
+pub(crate) struct Deployment<'a> {
     pub api_version: &'static str,
     pub kind: &'static str,
     pub metadata: Meta<'a>,
@@ -29,7 +29,7 @@ pub struct Deployment<'a> {
 /// `Deployment.spec`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DeploymentSpec<'a> {
+pub(crate) struct DeploymentSpec<'a> {
     pub replicas: i32,
     pub selector: Selector<'a>,
     pub template: PodTemplate<'a>,
@@ -38,27 +38,27 @@ pub struct DeploymentSpec<'a> {
 /// A label selector on `app: <name>`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Selector<'a> {
+pub(crate) struct Selector<'a> {
     pub match_labels: AppLabel<'a>,
 }
 
 /// `Deployment.spec.template`.
 #[derive(Serialize)]
-pub struct PodTemplate<'a> {
+pub(crate) struct PodTemplate<'a> {
     pub metadata: PodMeta<'a>,
     pub spec: PodSpec<'a>,
 }
 
 /// `Deployment.spec.template.metadata`.
 #[derive(Serialize)]
-pub struct PodMeta<'a> {
+pub(crate) struct PodMeta<'a> {
     pub labels: AppLabel<'a>,
 }
 
 /// `Deployment.spec.template.spec`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PodSpec<'a> {
+pub(crate) struct PodSpec<'a> {
     pub security_context: PodSecurityContext,
     pub containers: [Container<'a>; 1],
 }
@@ -66,7 +66,7 @@ pub struct PodSpec<'a> {
 /// The pod's `securityContext`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PodSecurityContext {
+pub(crate) struct PodSecurityContext {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_as_non_root: Option<bool>,
     pub seccomp_profile: SeccompProfile,
@@ -74,7 +74,7 @@ pub struct PodSecurityContext {
 
 /// A seccomp profile.
 #[derive(Serialize)]
-pub struct SeccompProfile {
+pub(crate) struct SeccompProfile {
     #[serde(rename = "type")]
     pub type_: &'static str,
 }
@@ -82,7 +82,7 @@ pub struct SeccompProfile {
 /// A container's `securityContext`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SecurityContext {
+pub(crate) struct SecurityContext {
     pub allow_privilege_escalation: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
@@ -90,14 +90,14 @@ pub struct SecurityContext {
 
 /// Capabilities a container drops.
 #[derive(Serialize)]
-pub struct Capabilities {
+pub(crate) struct Capabilities {
     pub drop: [&'static str; 1],
 }
 
 /// The one container of the pod.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Container<'a> {
+pub(crate) struct Container<'a> {
     pub name: &'a str,
     pub image: &'a str,
     pub image_pull_policy: &'static str,
@@ -109,7 +109,7 @@ pub struct Container<'a> {
 /// A container port.
 #[derive(Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ContainerPort<'a> {
+pub(crate) struct ContainerPort<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<&'a str>,
     pub container_port: i32,
@@ -120,7 +120,7 @@ pub struct ContainerPort<'a> {
 /// A `v1` Service.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Service<'a> {
+pub(crate) struct Service<'a> {
     pub api_version: &'static str,
     pub kind: &'static str,
     pub metadata: Meta<'a>,
@@ -129,7 +129,7 @@ pub struct Service<'a> {
 
 /// `Service.spec`.
 #[derive(Serialize)]
-pub struct ServiceSpec<'a> {
+pub(crate) struct ServiceSpec<'a> {
     #[serde(rename = "type")]
     pub type_: &'static str,
     pub selector: AppLabel<'a>,
@@ -139,7 +139,7 @@ pub struct ServiceSpec<'a> {
 /// A Service port.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ServicePort<'a> {
+pub(crate) struct ServicePort<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -155,7 +155,7 @@ pub struct ServicePort<'a> {
 /// `targetPort`: a number or a container port name.
 #[derive(Serialize, Clone, Copy)]
 #[serde(untagged)]
-pub enum IntOrStr<'a> {
+pub(crate) enum IntOrStr<'a> {
     Int(i32),
     Str(&'a str),
 }

@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use crate::kudevops::appservice::types::{
+use crate::bindings::kudevops::appservice::types::{
     AppService, DesiredObject, IntOrString, PolicyError, ServicePort as SpecPort,
 };
 use crate::objects::{

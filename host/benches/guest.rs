@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use app_operator::cli::render::read_app;
 use app_operator::crd::AppService;
 use app_operator::guest;
-use app_operator_guest::kudevops::appservice::types as native;
+use app_operator_guest::bindings::kudevops::appservice::types as native;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 const SAMPLE: &str = "../config/samples/apps_v1alpha1_appservice.yaml";
@@ -42,15 +42,15 @@ fn main() {
 
     let compile = median((0..LOADS).map(|_| {
         let runtime = guest::Runtime::new(guest::Config::default()).expect("valid config");
-        time(|| runtime.load(wasm).expect("compiles"))
+        time(|| runtime.load_blocking(wasm).expect("compiles"))
     }));
     guest::Runtime::new(config.clone())
         .expect("valid")
-        .load(wasm)
+        .load_blocking(wasm)
         .expect("fills the cache");
     let load = median((0..LOADS).map(|_| {
         let runtime = guest::Runtime::new(config.clone()).expect("valid config");
-        time(|| runtime.load(wasm).expect("loads precompiled"))
+        time(|| runtime.load_blocking(wasm).expect("loads precompiled"))
     }));
     println!(
         "compile (Component::new + link), median of {LOADS}: {}",
@@ -63,7 +63,7 @@ fn main() {
 
     let policy = guest::Runtime::new(guest::Config::default())
         .expect("valid")
-        .load(wasm)
+        .load_blocking(wasm)
         .expect("loads");
     let call = percentiles(|| policy.bench_call(&app).expect("renders"));
     // NB: alternated in blocks so that machine noise hits both sides of the ratio alike.
@@ -132,7 +132,7 @@ fn big_guest(name: &str, app: &AppService, cache: &std::path::Path) {
     let compile = time(|| {
         guest::Runtime::new(config.clone())
             .expect("valid config")
-            .load(&wasm)
+            .load_blocking(&wasm)
             .expect("compiles")
     });
     println!(
@@ -144,7 +144,7 @@ fn big_guest(name: &str, app: &AppService, cache: &std::path::Path) {
     );
     let load = median((0..BIG_LOADS).map(|_| {
         let runtime = guest::Runtime::new(config.clone()).expect("valid config");
-        time(|| runtime.load(&wasm).expect("loads precompiled"))
+        time(|| runtime.load_blocking(&wasm).expect("loads precompiled"))
     }));
     println!(
         "{name} guest: precompiled load (read + deserialize + link), median of {BIG_LOADS}: {}",
@@ -152,7 +152,7 @@ fn big_guest(name: &str, app: &AppService, cache: &std::path::Path) {
     );
     let policy = guest::Runtime::new(config)
         .expect("valid")
-        .load(&wasm)
+        .load_blocking(&wasm)
         .expect("loads");
     let call = sample(BIG_WARMUP, BIG_CALLS, || {
         policy.bench_call(app).expect("renders")

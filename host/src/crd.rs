@@ -3,6 +3,11 @@
 //! The API server enforces the validation declared here (plain OpenAPI where it can, CEL rules
 //! where it cannot), so the controller and the guest only ever see well-formed AppServices.
 
+// NB: `#[derive(KubeSchema)]` (kube-derive 5.0) copies `AppServiceSpec`, `pub` included, into the
+// body of its `json_schema` and drops lint attributes from the copy, so `unreachable_pub` flags
+// the copy; every item written in this module is reachable.
+#![allow(unreachable_pub)]
+
 use k8s_openapi::api::core::v1::ServicePort;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, CustomResourceExt, KubeSchema};

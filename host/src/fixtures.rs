@@ -36,7 +36,7 @@ impl AppService {
 }
 
 /// A Deployment of `desired` replicas of which `ready` are ready (and available, updated).
-pub fn deployment(desired: i32, ready: i32) -> Deployment {
+pub(crate) fn deployment(desired: i32, ready: i32) -> Deployment {
     serde_json::from_value(json!({
         "metadata": {"name": "nginx", "namespace": "ns", "generation": 2},
         "spec": {
@@ -56,7 +56,7 @@ pub fn deployment(desired: i32, ready: i32) -> Deployment {
 }
 
 /// A Deployment whose rollout exceeded its progress deadline.
-pub fn stuck_deployment() -> Deployment {
+pub(crate) fn stuck_deployment() -> Deployment {
     let mut d = deployment(3, 1);
     let status: &mut DeploymentStatus = d.status.as_mut().expect("has status");
     status.conditions = Some(vec![DeploymentCondition {

@@ -1,5 +1,5 @@
 //! Bounded text for messages: lists cut after a number of items, the rest counted, and strings
-//! cut at a byte length.
+//! cut at a byte length, with or without a `…` marking the cut.
 
 use std::fmt;
 
@@ -7,6 +7,37 @@ use std::fmt;
 pub fn truncate(mut s: String, max: usize) -> String {
     let cut = s.floor_char_boundary(max);
     s.truncate(cut);
+    s
+}
+
+/// What marks a cut in [`truncate_marked`] and [`truncate_then_mark`].
+pub const MARK: char = '…';
+
+/// `s` cut to at most `max` bytes, the marker included: when `s` is longer, it is cut at a
+/// character boundary to leave room for [`MARK`], which ends it. A `max` too small for the
+/// marker cuts without it.
+pub fn truncate_marked(s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    match max.checked_sub(MARK.len_utf8()) {
+        Some(room) => {
+            let mut s = truncate(s, room);
+            s.push(MARK);
+            s
+        }
+        None => truncate(s, max),
+    }
+}
+
+/// `s` cut to at most `max` bytes at a character boundary, then [`MARK`] appended if anything
+/// was cut: the result may exceed `max` by the marker's 3 bytes.
+pub fn truncate_then_mark(s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut s = truncate(s, max);
+    s.push(MARK);
     s
 }
 
@@ -35,7 +66,7 @@ impl<T: fmt::Display> fmt::Display for Listed<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Listed, truncate};
+    use super::{Listed, MARK, truncate, truncate_marked, truncate_then_mark};
 
     #[test]
     fn truncates_at_a_character_boundary() {
@@ -43,6 +74,29 @@ mod tests {
         assert_eq!(truncate("abc".into(), 2), "ab");
         // NB: 'é' is two bytes; a cut inside it keeps the character out.
         assert_eq!(truncate("aé".into(), 2), "a");
+    }
+
+    #[test]
+    fn marks_the_cut_within_the_bound() {
+        assert_eq!(truncate_marked("abcdef".into(), 6), "abcdef");
+        assert_eq!(truncate_marked("abcdefg".into(), 6), "abc…");
+        assert_eq!(truncate_marked("abcdefg".into(), 6).len(), 6);
+        // NB: 'é' is two bytes; the room before the marker (2 bytes) ends inside it.
+        assert_eq!(truncate_marked("aébcdef".into(), 5), "a…");
+        assert_eq!(truncate_marked("abc".into(), 2), "ab");
+        assert_eq!(truncate_marked("abcd".into(), 3), "…");
+    }
+
+    #[test]
+    fn marks_the_cut_past_the_bound() {
+        assert_eq!(truncate_then_mark("abc".into(), 3), "abc");
+        assert_eq!(truncate_then_mark("abcd".into(), 3), "abc…");
+        assert_eq!(
+            truncate_then_mark("abcd".into(), 3).len(),
+            3 + MARK.len_utf8()
+        );
+        assert_eq!(truncate_then_mark("aé".into(), 2), "a…");
+        assert_eq!(truncate_then_mark("a".into(), 0), "…");
     }
 
     #[test]

@@ -65,13 +65,13 @@ fn app() -> AppService {
 #[test]
 fn a_guest_compiled_in_a_child_renders_as_one_compiled_here() {
     let here = runtime(None, None)
-        .load_default()
+        .load_default_blocking()
         .expect("loads")
         .render_blocking(&app(), None)
         .expect("renders");
     for fuel in [None, Some(10_000_000)] {
         let child = runtime(Some(BINARY.into()), fuel);
-        let (policy, logs) = logged(|| child.load_default());
+        let (policy, logs) = logged(|| child.load_default_blocking());
         let policy = policy.expect("loads through the child");
         assert!(
             logs.contains("compiled the guest in a child process"),
@@ -86,7 +86,7 @@ fn a_guest_compiled_in_a_child_renders_as_one_compiled_here() {
 #[test]
 fn an_invalid_component_is_refused_with_the_childs_message() {
     let child = runtime(Some(BINARY.into()), None);
-    let (loaded, logs) = logged(|| child.load(b"\0asm\x0d\0\x01\0 not a component"));
+    let (loaded, logs) = logged(|| child.load_blocking(b"\0asm\x0d\0\x01\0 not a component"));
     let Err(guest::Error::Load { source, .. }) = loaded else {
         panic!("an invalid component loaded: {logs}");
     };
@@ -104,7 +104,7 @@ fn an_invalid_component_is_refused_with_the_childs_message() {
 #[test]
 fn a_program_that_cannot_run_falls_back_to_compiling_here() {
     let child = runtime(Some("/nonexistent/app-operator".into()), None);
-    let (policy, logs) = logged(|| child.load_default());
+    let (policy, logs) = logged(|| child.load_default_blocking());
     policy.expect("loads, compiled here");
     assert!(
         logs.contains("compiling the guest in this process"),

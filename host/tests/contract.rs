@@ -37,7 +37,7 @@ fn app(image: &str) -> AppService {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_0_1_0_guest_renders_as_before_and_reports_nothing() {
     for wasm in [guest::default_guest(), TIERED] {
-        let policy = RUNTIME.load(wasm).expect("the 0.1.0 guest loads");
+        let policy = RUNTIME.load(wasm).await.expect("the 0.1.0 guest loads");
         assert_eq!(
             policy.inspect().world.as_deref(),
             Some("kudevops:appservice/appservice-policy@0.1.0")
@@ -57,7 +57,10 @@ async fn a_0_1_0_guest_renders_as_before_and_reports_nothing() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_0_2_0_guest_reports_a_condition_and_an_event() {
-    let policy = RUNTIME.load(CONDITIONS).expect("the 0.2.0 guest loads");
+    let policy = RUNTIME
+        .load(CONDITIONS)
+        .await
+        .expect("the 0.2.0 guest loads");
     assert_eq!(
         policy.inspect().world.as_deref(),
         Some("kudevops:appservice/appservice-policy@0.2.0")
@@ -112,6 +115,7 @@ async fn a_0_2_0_guest_reports_a_condition_and_an_event() {
 async fn the_python_and_javascript_0_2_0_guests_report_like_the_rust_one() {
     let rust = RUNTIME
         .load(CONDITIONS)
+        .await
         .expect("the Rust 0.2.0 guest loads");
     let expected = rust
         .render_reported(&app("nginx:1.27"), None)
@@ -119,7 +123,10 @@ async fn the_python_and_javascript_0_2_0_guests_report_like_the_rust_one() {
         .expect("renders")
         .report;
     for name in ["python-conditions", "javascript-conditions"] {
-        let policy = RUNTIME.load(&example_guest(name)).expect("the guest loads");
+        let policy = RUNTIME
+            .load(&example_guest(name))
+            .await
+            .expect("the guest loads");
         assert_eq!(
             policy.inspect().world.as_deref(),
             Some("kudevops:appservice/appservice-policy@0.2.0"),
@@ -138,7 +145,10 @@ async fn the_python_and_javascript_0_2_0_guests_report_like_the_rust_one() {
 async fn a_0_2_0_guests_free_text_is_cut_in_the_render_path() {
     // The guest puts the image in its condition message and Event note.
     let image = format!("registry.example/{}:1", "x".repeat(40_000));
-    let policy = RUNTIME.load(CONDITIONS).expect("the 0.2.0 guest loads");
+    let policy = RUNTIME
+        .load(CONDITIONS)
+        .await
+        .expect("the 0.2.0 guest loads");
     let rendering = policy
         .render_reported(&app(&image), None)
         .await

@@ -24,7 +24,10 @@ const GOLDEN: &str = "../tests/golden";
 #[tokio::test(flavor = "multi_thread")]
 async fn golden_cases_default_guest() {
     let runtime = guest::Runtime::new(guest::Config::default()).expect("default config is valid");
-    let policy = runtime.load_default().expect("the default guest loads");
+    let policy = runtime
+        .load_default()
+        .await
+        .expect("the default guest loads");
     if std::env::var_os("BLESS").is_some_and(|v| v == "1") {
         bless(&policy).await;
     }
@@ -98,7 +101,9 @@ fn example_guest(name: &str) -> guest::Policy {
         ..guest::Config::default()
     };
     let runtime = guest::Runtime::new(config).expect("valid config");
-    runtime.load(&wasm).expect("the example guest loads")
+    runtime
+        .load_blocking(&wasm)
+        .expect("the example guest loads")
 }
 
 #[test]

@@ -35,7 +35,9 @@ fn app(name: &str) -> AppService {
 }
 
 fn hostile() -> guest::Policy {
-    RUNTIME.load(HOSTILE).expect("the hostile guest loads")
+    RUNTIME
+        .load_blocking(HOSTILE)
+        .expect("the hostile guest loads")
 }
 
 /// Renders the misdeed `name`, then checks the same policy still serves a benign call.
@@ -78,6 +80,7 @@ async fn endless_loop_runs_out_of_fuel() {
     let policy = guest::Runtime::new(config)
         .expect("valid")
         .load(HOSTILE)
+        .await
         .expect("loads");
     let err = policy
         .render(&app("loop"), None)
@@ -111,6 +114,7 @@ async fn concurrent_bombs_share_the_memory_budget() {
     let policy = guest::Runtime::new(config)
         .expect("valid")
         .load(HOSTILE)
+        .await
         .expect("loads");
     let calls = (0..12).map(|_| {
         let policy = policy.clone();
@@ -144,7 +148,7 @@ fn memory_cap_below_the_initial_memory_fails_at_load() {
     };
     let err = guest::Runtime::new(config)
         .expect("valid")
-        .load_default()
+        .load_default_blocking()
         .err()
         .expect("must fail");
     assert!(matches!(err, Error::Load { .. }), "{err:?}");
@@ -323,6 +327,7 @@ async fn output_the_host_refuses_is_refused_with_the_rule_and_field() {
     })
     .expect("valid config")
     .load(HOSTILE)
+    .await
     .expect("loads");
     hostile
         .render(&app("benign"), None)
@@ -386,7 +391,7 @@ impl Write for Sink {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_calls_beyond_the_pool_wait_instead_of_failing() {
-    let policy = RUNTIME.load_default().expect("loads");
+    let policy = RUNTIME.load_default().await.expect("loads");
     let calls = (0..300).map(|i| {
         let policy = policy.clone();
         tokio::spawn(async move { policy.render(&app(&format!("app-{i}")), None).await })
@@ -405,7 +410,7 @@ fn precompiled_guests_are_cached_on_disk() {
     };
     let first = guest::Runtime::new(config.clone())
         .expect("valid")
-        .load_default()
+        .load_default_blocking()
         .expect("compiles");
     let artifacts: Vec<_> = std::fs::read_dir(&dir)
         .expect("cache dir created")
@@ -414,7 +419,7 @@ fn precompiled_guests_are_cached_on_disk() {
     assert_eq!(artifacts.len(), 1, "{artifacts:?}");
     let second = guest::Runtime::new(config.clone())
         .expect("valid")
-        .load_default()
+        .load_default_blocking()
         .expect("loads from cache");
     assert_eq!(first.digest(), second.digest());
     second
@@ -424,7 +429,7 @@ fn precompiled_guests_are_cached_on_disk() {
     std::fs::write(&artifacts[0], b"garbage").expect("overwrite artifact");
     let third = guest::Runtime::new(config)
         .expect("valid")
-        .load_default()
+        .load_default_blocking()
         .expect("recompiles");
     third.render_blocking(&app("nginx"), None).expect("renders");
     std::fs::remove_dir_all(&dir).expect("clean up");
@@ -432,7 +437,10 @@ fn precompiled_guests_are_cached_on_disk() {
 
 #[test]
 fn bad_bytes_fail_to_load() {
-    let err = RUNTIME.load(b"\0asm not really").err().expect("must fail");
+    let err = RUNTIME
+        .load_blocking(b"\0asm not really")
+        .err()
+        .expect("must fail");
     assert!(matches!(err, Error::Load { .. }), "{err:?}");
     assert_eq!(err.kind(), "load");
 }
@@ -449,7 +457,9 @@ fn forbidden_kinds_cannot_be_allowed() {
 
 #[test]
 fn inspect_reports_world_and_granted_and_denied_imports() {
-    let i = RUNTIME.inspect(guest::default_guest()).expect("inspects");
+    let i = RUNTIME
+        .inspect_blocking(guest::default_guest())
+        .expect("inspects");
     assert_eq!(
         i.world.as_deref(),
         Some("kudevops:appservice/appservice-policy@0.1.0")

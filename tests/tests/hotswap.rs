@@ -364,7 +364,7 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
     let before = fingerprint(&deployments.get("web").await?);
 
     let runtime = guest::Runtime::new(guest::Config::default())?;
-    let same = runtime.load_default()?;
+    let same = runtime.load_default().await?;
     let out = app_operator::cli::plan::plan(&client, &same, Some(ns.name()))
         .await?
         .text();
@@ -380,7 +380,7 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
     })?;
     for name in ["python", "javascript"] {
         let wasm = app_operator::testing::example_guest(name).map_err(anyhow::Error::msg)?;
-        let policy = cached.load(&wasm)?;
+        let policy = cached.load(&wasm).await?;
         let out = app_operator::cli::plan::plan(&client, &policy, Some(ns.name()))
             .await?
             .text();
@@ -390,7 +390,7 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
         );
     }
 
-    let tiered = runtime.load(tiered_guest())?;
+    let tiered = runtime.load(tiered_guest()).await?;
     let out = app_operator::cli::plan::plan(&client, &tiered, Some(ns.name()))
         .await?
         .text();

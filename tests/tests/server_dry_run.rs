@@ -173,7 +173,7 @@ async fn plan_shows_deletions_and_refusals_as_text_and_json() -> anyhow::Result<
 
     // The hostile guest renders a busybox Deployment and no Service: the Service goes.
     let runtime = guest::Runtime::new(guest::Config::default())?;
-    let hostile = runtime.load(hostile_guest())?;
+    let hostile = runtime.load(hostile_guest()).await?;
     let ns_name = ns.name();
     let text = app_operator::cli::plan::plan(&client, &hostile, Some(ns_name))
         .await?

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::kudevops::appservice::types::{AppServiceSpec, ObjectMeta};
+use crate::bindings::kudevops::appservice::types::{AppServiceSpec, ObjectMeta};
 
 fn app(replicas: Option<i32>, ports: Vec<SpecPort>) -> AppService {
     AppService {

@@ -84,8 +84,11 @@ pub async fn local_policy(
     };
     let runtime = guest::Runtime::new(config)?;
     Ok(match guest {
-        Some(path) => runtime.load(&super::registry::read_guest(path, registry).await?)?,
-        None => runtime.load_default()?,
+        Some(path) => {
+            let wasm = super::registry::read_guest(path, registry).await?;
+            runtime.load(&wasm).await?
+        }
+        None => runtime.load_default().await?,
     })
 }
 

@@ -37,4 +37,4 @@ impl ChildKind {
 }
 
 /// `(kind, namespace, name)` of a child.
-pub type ChildKey = (ChildKind, String, String);
+pub(super) type ChildKey = (ChildKind, String, String);

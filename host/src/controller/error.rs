@@ -119,7 +119,7 @@ impl Error {
 }
 
 /// Result of a reconcile step.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(super) type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {

@@ -19,7 +19,7 @@ const MAX_NOTE: usize = 1000;
 
 /// What a reconcile did that a person may want to see, besides its [`Outcome`].
 #[derive(Debug, Default)]
-pub struct Facts {
+pub(super) struct Facts {
     /// The guest selected for the AppService failed and its fallback rendered instead.
     pub rolled_back: Option<RolledBack>,
     /// `Kind/name` of the children someone else had changed, applied again.
@@ -32,7 +32,7 @@ pub struct Facts {
 
 /// A fall back to the last good guest.
 #[derive(Debug)]
-pub struct RolledBack {
+pub(super) struct RolledBack {
     /// Digest of the guest that failed.
     pub failed: String,
     /// Digest of the last good guest, which rendered instead.
@@ -42,7 +42,7 @@ pub struct RolledBack {
 }
 
 /// The Events to publish on the AppService after a reconcile that ended in `outcome`.
-pub fn derive(outcome: &Outcome<'_>, facts: &Facts) -> Vec<Event> {
+pub(super) fn derive(outcome: &Outcome<'_>, facts: &Facts) -> Vec<Event> {
     let mut events = Vec::new();
     let mut push = |type_, reason: &str, action: &str, note: String| {
         events.push(Event {
@@ -99,7 +99,7 @@ pub fn derive(outcome: &Outcome<'_>, facts: &Facts) -> Vec<Event> {
 }
 
 /// The `action` of a guest's own Events.
-pub const GUEST_ACTION: &str = "GuestReport";
+pub(super) const GUEST_ACTION: &str = "GuestReport";
 
 #[cfg(test)]
 mod tests {

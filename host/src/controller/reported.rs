@@ -13,14 +13,14 @@ use crate::guest;
 
 /// The hash of each AppService's last non-empty set of guest Events, by uid.
 #[derive(Debug, Default)]
-pub struct GuestEvents {
+pub(super) struct GuestEvents {
     last: Mutex<HashMap<String, u64>>,
 }
 
 impl GuestEvents {
     /// The Events to record now for the AppService with `uid`: all of `events` when they differ
     /// from the set its guest returned last time, none when they are the same (or empty).
-    pub fn changed(&self, uid: &str, events: &[guest::Event]) -> Vec<guest::Event> {
+    pub(super) fn changed(&self, uid: &str, events: &[guest::Event]) -> Vec<guest::Event> {
         let mut last = self.lock();
         if events.is_empty() {
             // NB: removing the entry also bounds the map to AppServices whose guest reports.
@@ -37,7 +37,7 @@ impl GuestEvents {
     }
 
     /// Forgets the AppService with `uid` (deleted).
-    pub fn forget(&self, uid: &str) {
+    pub(super) fn forget(&self, uid: &str) {
         self.lock().remove(uid);
     }
 

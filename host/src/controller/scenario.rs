@@ -33,7 +33,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 ///
 /// NB: a generous deadline: a missed deadline is transient (retried, never rolled back), and a
 /// busy test machine must not turn a scenario into another one.
-pub static RUNTIME: LazyLock<guest::Runtime> = LazyLock::new(|| {
+pub(super) static RUNTIME: LazyLock<guest::Runtime> = LazyLock::new(|| {
     let config = guest::Config {
         deadline: Duration::from_secs(10),
         ..guest::Config::default()
@@ -43,21 +43,23 @@ pub static RUNTIME: LazyLock<guest::Runtime> = LazyLock::new(|| {
 
 /// The hostile test guest (`tests/guests/hostile`): it traps on an AppService labelled
 /// `hostile.kudevops.io/misdeed: panic`.
-pub fn trapping_guest() -> guest::Policy {
+pub(super) fn trapping_guest() -> guest::Policy {
     RUNTIME
-        .load(crate::testing::hostile_guest())
+        .load_blocking(crate::testing::hostile_guest())
         .expect("the hostile guest loads")
 }
 
 /// The default guest.
-pub fn default_guest() -> guest::Policy {
-    RUNTIME.load_default().expect("the default guest loads")
+pub(super) fn default_guest() -> guest::Policy {
+    RUNTIME
+        .load_default_blocking()
+        .expect("the default guest loads")
 }
 
 impl Context {
     /// A context around a mocked API server, rendering with `guests`: empty child caches marked
     /// synced, no namespace levels, and no settle window (every status is written at once).
-    pub fn for_test(guests: swap::Guests) -> (Arc<Self>, ApiServer) {
+    pub(super) fn for_test(guests: swap::Guests) -> (Arc<Self>, ApiServer) {
         let (service, handle) = mock::pair::<Request<Body>, Response<Body>>();
         let client = Client::new(service, "default");
         let config = Config {
@@ -91,7 +93,7 @@ impl Context {
 type Respond = Box<dyn FnOnce(&Parts, Value) -> Value + Send>;
 
 /// One request a scenario expects, by method and path, and how to check and answer it.
-pub struct Expect {
+pub(super) struct Expect {
     method: Method,
     path: String,
     respond: Respond,
@@ -99,7 +101,7 @@ pub struct Expect {
 
 impl Expect {
     /// A `method` request to `path` (without the query), checked and answered by `respond`.
-    pub fn new(
+    pub(super) fn new(
         method: Method,
         path: &str,
         respond: impl FnOnce(&Parts, Value) -> Value + Send + 'static,
@@ -113,7 +115,7 @@ impl Expect {
 
     /// A server-side apply to `path` (forced, with the operator's field manager), checked by
     /// `check` and answered with the applied object as created: uid and resourceVersion set.
-    pub fn apply(path: &str, check: impl FnOnce(&Value) + Send + 'static) -> Self {
+    pub(super) fn apply(path: &str, check: impl FnOnce(&Value) + Send + 'static) -> Self {
         let uid = format!("uid-of-{path}");
         Self::new(Method::PATCH, path, move |parts, mut body| {
             assert_server_side_apply(parts);
@@ -126,7 +128,7 @@ impl Expect {
 
     /// A server-side apply of `app`'s status, checked by `check` (given the status written) and
     /// answered with `app` carrying it.
-    pub fn status(app: &AppService, check: impl FnOnce(&Value) + Send + 'static) -> Self {
+    pub(super) fn status(app: &AppService, check: impl FnOnce(&Value) + Send + 'static) -> Self {
         let path = format!(
             "/apis/apps.kudevops.io/v1alpha1/namespaces/{}/appservices/{}/status",
             app.namespace().unwrap_or_default(),
@@ -144,7 +146,7 @@ impl Expect {
     }
 
     /// An Event created (POSTed) in namespace `ns`, checked by `check` and echoed back.
-    pub fn event(ns: &str, check: impl FnOnce(&Value) + Send + 'static) -> Self {
+    pub(super) fn event(ns: &str, check: impl FnOnce(&Value) + Send + 'static) -> Self {
         let path = format!("/apis/events.k8s.io/v1/namespaces/{ns}/events");
         Self::new(Method::POST, &path, move |_, body| {
             check(&body);
@@ -158,7 +160,7 @@ impl Expect {
 }
 
 /// Asserts that `parts` is a forced server-side apply with the operator's field manager.
-pub fn assert_server_side_apply(parts: &Parts) {
+pub(super) fn assert_server_side_apply(parts: &Parts) {
     let content_type = parts.headers.get(http::header::CONTENT_TYPE);
     assert_eq!(
         content_type.and_then(|v| v.to_str().ok()),
@@ -191,17 +193,17 @@ pub fn assert_server_side_apply(parts: &Parts) {
 }
 
 /// The mocked API server's side of the client of [`Context::for_test`].
-pub struct ApiServer(Handle<Request<Body>, Response<Body>>);
+pub(super) struct ApiServer(Handle<Request<Body>, Response<Body>>);
 
 /// A running [`ApiServer::serve`]; [`Served::finish`] waits for its verdict.
-pub struct Served(JoinHandle<()>);
+pub(super) struct Served(JoinHandle<()>);
 
 impl ApiServer {
     /// Serves `steps` in order. The requests of one step may come in any order (the reconcile
     /// sends them at once), each at most once; a request no step expects fails the scenario,
     /// as does one missing for [`REQUEST_TIMEOUT`]. After the last step any request fails it,
     /// until the client is dropped.
-    pub fn serve(self, steps: Vec<Vec<Expect>>) -> Served {
+    pub(super) fn serve(self, steps: Vec<Vec<Expect>>) -> Served {
         let mut handle = self.0;
         Served(tokio::spawn(async move {
             for mut step in steps {
@@ -260,7 +262,7 @@ async fn answer_one(
 
 impl Served {
     /// Waits until the client is dropped, then fails the test if the scenario failed.
-    pub async fn finish(self) {
+    pub(super) async fn finish(self) {
         if let Err(err) = self.0.await {
             std::panic::resume_unwind(err.into_panic());
         }

@@ -21,14 +21,14 @@ const SWEEP_AT: usize = 1024;
 
 /// When each AppService's rollout started, while its status is held back.
 #[derive(Debug)]
-pub struct Settling {
+pub(super) struct Settling {
     window: Duration,
     started: Mutex<HashMap<ObjectRef<AppService>, Instant>>,
 }
 
 impl Settling {
     /// Holds a rollout's status back for at most `window` (zero: never).
-    pub fn new(window: Duration) -> Self {
+    pub(super) fn new(window: Duration) -> Self {
         Self {
             window,
             started: Mutex::default(),
@@ -38,7 +38,7 @@ impl Settling {
     /// How long to hold back the status write of `app` at `now`, if at all. `changed`: this
     /// reconcile created or changed children; `in_progress`: the status to write reports a
     /// rollout under way and nothing wrong ([`super::status::in_progress`]).
-    pub fn hold(
+    pub(super) fn hold(
         &self,
         app: &ObjectRef<AppService>,
         changed: bool,

@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::crd::{AppService, AppServiceStatus};
-use crate::text::truncate;
+use crate::text::truncate_then_mark;
 
 /// Condition type: the children are applied and the Deployment is fully rolled out and ready.
 pub const READY: &str = "Ready";
@@ -227,15 +227,12 @@ fn condition(
     type_: &str,
     value: bool,
     reason: &str,
-    mut message: String,
+    message: String,
     generation: Option<i64>,
     now: Timestamp,
 ) -> Condition {
     let status = if value { "True" } else { "False" };
-    if message.len() > MAX_MESSAGE {
-        message = truncate(message, MAX_MESSAGE);
-        message.push('…');
-    }
+    let message = truncate_then_mark(message, MAX_MESSAGE);
     let since = previous
         .iter()
         .find(|c| c.type_ == type_ && c.status == status)

@@ -59,7 +59,7 @@ fn hash(body: &Value) -> u64 {
 
 /// True when every field of `desired` is in `live` with an equal value; lists must have the same
 /// length and hold matching items in order.
-pub fn contains(live: &Value, desired: &Value) -> bool {
+pub(super) fn contains(live: &Value, desired: &Value) -> bool {
     match (live, desired) {
         (Value::Object(live), Value::Object(desired)) => desired
             .iter()

@@ -32,7 +32,7 @@ use crate::stamp::managed_selector;
 /// NB: this reads the watch streams instead of `Store::wait_until_ready`, because a kube-runtime
 /// Store wakes only the last task that waited on it, and the controller itself waits on the
 /// AppService store.
-pub struct SyncTracker {
+pub(super) struct SyncTracker {
     pending: Mutex<BTreeSet<&'static str>>,
     synced: watch::Sender<bool>,
     readiness: Arc<Readiness>,
@@ -40,7 +40,7 @@ pub struct SyncTracker {
 
 impl SyncTracker {
     /// A tracker of the watches named in `watches`.
-    pub fn new(watches: &[&'static str], readiness: Arc<Readiness>) -> Arc<Self> {
+    pub(super) fn new(watches: &[&'static str], readiness: Arc<Readiness>) -> Arc<Self> {
         Arc::new(Self {
             pending: Mutex::new(watches.iter().copied().collect()),
             synced: watch::Sender::new(false),
@@ -49,7 +49,7 @@ impl SyncTracker {
     }
 
     /// A receiver that becomes `true` once every watch has listed.
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
+    pub(super) fn subscribe(&self) -> watch::Receiver<bool> {
         self.synced.subscribe()
     }
 
@@ -106,7 +106,7 @@ fn without_errors<T>(item: &Result<T, watcher::Error>) -> future::Ready<bool> {
 }
 
 /// The AppService cache and the stream of AppServices whose generation or labels changed.
-pub fn apps(
+pub(super) fn apps(
     client: &Client,
     namespace: Option<&str>,
     tracker: Arc<SyncTracker>,
@@ -142,7 +142,7 @@ pub fn apps(
 /// stream that keeps it, which also triggers a reconcile of the owner on every change
 /// (deletions included) except the echoes of the operator's own applies (`own_writes`), which
 /// are counted in `metrics` instead.
-pub fn children<K>(
+pub(super) fn children<K>(
     client: &Client,
     namespace: Option<&str>,
     tracker: Arc<SyncTracker>,
@@ -189,7 +189,7 @@ where
 /// A cache of the metadata of every namespace (or of `only`), for the Pod Security level their
 /// labels enforce, and the stream that keeps it, which yields a namespace when its labels
 /// change.
-pub fn namespaces(
+pub(super) fn namespaces(
     client: &Client,
     only: Option<&str>,
     tracker: Arc<SyncTracker>,

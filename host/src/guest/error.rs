@@ -60,7 +60,7 @@ pub enum Error {
     /// The guest refused the AppService (a `policy-error` result).
     #[error("guest rejected the AppService")]
     Policy(#[from] PolicyError),
-    /// The blocking task running the call failed (a host panic or a runtime shutdown).
+    /// The blocking task running a load or a call failed (a host panic or a runtime shutdown).
     #[error("guest call task failed")]
     Task(#[source] tokio::task::JoinError),
 }

@@ -19,10 +19,10 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 
 /// Bytes of one stream kept per call; the rest are dropped with one warning.
-pub const MAX_BYTES_PER_CALL: usize = 4 << 10;
+pub(super) const MAX_BYTES_PER_CALL: usize = 4 << 10;
 
 /// Bytes of one line kept; a longer line is cut.
-pub const MAX_LINE_BYTES: usize = 1 << 10;
+pub(super) const MAX_LINE_BYTES: usize = 1 << 10;
 
 /// Which of the guest's output streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,7 +102,7 @@ impl Sink {
     fn emit(&mut self) {
         let mut text = String::from_utf8_lossy(&self.line).into_owned();
         if self.cut {
-            text.push('…');
+            text.push(crate::text::MARK);
         }
         self.line.clear();
         self.cut = false;

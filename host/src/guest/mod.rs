@@ -7,9 +7,16 @@
 //! The runtime's memory budget bounds how many instances exist at once (see
 //! [`Config::instances`]), whoever calls: the controller, the swap's dry run, `plan`.
 //!
+//! Work that compiles or runs a guest comes in two forms, like tokio's own: the async one
+//! ([`Runtime::load`], [`Runtime::load_default`], [`Runtime::inspect`], [`Policy::render`])
+//! runs it on the blocking pool and is what async code calls; the `_blocking` one
+//! ([`Runtime::load_blocking`], [`Policy::render_blocking`], ...) runs it on the caller's
+//! thread, for synchronous code: tools, benchmarks, tests. Async code calls the async form
+//! rather than wrapping the other in `spawn_blocking` or `block_in_place`.
+//!
 //! ```ignore
 //! let runtime = guest::Runtime::new(guest::Config { cache_dir, ..guest::Config::default() })?;
-//! let policy = runtime.load_default()?; // or runtime.load(&wasm_bytes)?
+//! let policy = runtime.load_default().await?; // or runtime.load(&wasm_bytes).await?
 //! let desired = policy.render(&app).await?; // guest::Error::kind() for metric labels
 //! let apply = stamp::children(&app, policy.digest(), desired); // what server-side apply sends
 //! ```
@@ -215,15 +222,19 @@ impl Runtime {
         })
     }
 
-    /// The configuration the runtime was built with.
-    pub fn config(&self) -> &Config {
-        &self.shared.config
+    /// Loads a guest component: compiled once per digest (or read precompiled from the disk
+    /// cache) and pre-linked. The compile (tens of ms of CPU, or a child process) runs on the
+    /// blocking pool, off the async workers; the bytes are copied there.
+    pub async fn load(&self, wasm: &[u8]) -> Result<Policy, Error> {
+        let (this, wasm) = (self.clone(), wasm.to_vec());
+        tokio::task::spawn_blocking(move || this.load_blocking(&wasm))
+            .await
+            .map_err(Error::Task)?
     }
 
-    /// Loads a guest component: compiled once per digest (or read precompiled from the disk
-    /// cache) and pre-linked. Blocks for the compile (tens of ms): in async code, call it from
-    /// `spawn_blocking`.
-    pub fn load(&self, wasm: &[u8]) -> Result<Policy, Error> {
+    /// [`Runtime::load`] on the current thread, which it blocks for the compile: use it from
+    /// blocking contexts only, e.g. tools, benchmarks and tests.
+    pub fn load_blocking(&self, wasm: &[u8]) -> Result<Policy, Error> {
         let digest = loader::digest(wasm);
         if let Some(loaded) = self.cached(&digest) {
             return Ok(Policy {
@@ -247,13 +258,27 @@ impl Runtime {
         })
     }
 
-    /// Loads the embedded [`default_guest`].
-    pub fn load_default(&self) -> Result<Policy, Error> {
-        self.load(default_guest())
+    /// Loads the embedded [`default_guest`], as [`Runtime::load`] does.
+    pub async fn load_default(&self) -> Result<Policy, Error> {
+        self.load(default_guest()).await
     }
 
-    /// Describes a component without requiring it to implement the contract.
-    pub fn inspect(&self, wasm: &[u8]) -> Result<Inspection, Error> {
+    /// [`Runtime::load_default`] on the current thread, as [`Runtime::load_blocking`] does.
+    pub fn load_default_blocking(&self) -> Result<Policy, Error> {
+        self.load_blocking(default_guest())
+    }
+
+    /// Describes a component without requiring it to implement the contract. A component not
+    /// loaded yet is compiled for it, on the blocking pool as in [`Runtime::load`].
+    pub async fn inspect(&self, wasm: &[u8]) -> Result<Inspection, Error> {
+        let (this, wasm) = (self.clone(), wasm.to_vec());
+        tokio::task::spawn_blocking(move || this.inspect_blocking(&wasm))
+            .await
+            .map_err(Error::Task)?
+    }
+
+    /// [`Runtime::inspect`] on the current thread, which it blocks for the compile.
+    pub fn inspect_blocking(&self, wasm: &[u8]) -> Result<Inspection, Error> {
         let digest = loader::digest(wasm);
         if let Some(loaded) = self.cached(&digest) {
             return Ok(loaded.inspection.clone());
@@ -415,7 +440,9 @@ mod tests {
     #[test]
     fn dropping_runtime_and_policies_frees_the_engine() {
         let runtime = Runtime::new(Config::default()).expect("default config is valid");
-        let policy = runtime.load_default().expect("the default guest loads");
+        let policy = runtime
+            .load_default_blocking()
+            .expect("the default guest loads");
         let weak = runtime.shared.engine.weak();
         drop(runtime);
         assert!(weak.upgrade().is_some(), "a policy keeps its runtime");

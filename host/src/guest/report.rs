@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 
 use crate::consts::{HOST_CONDITION_PREFIX, HOST_CONDITION_TYPES};
-use crate::text::truncate;
+use crate::text::truncate_marked;
 
 /// Most conditions one render may return.
 pub const MAX_CONDITIONS: usize = 8;
@@ -158,7 +158,7 @@ pub(super) fn check(conditions: Vec<Condition>, events: Vec<Event>) -> Result<Re
         if !types.insert(c.type_.clone()) {
             return Err(Violation::DuplicateCondition(c.type_));
         }
-        c.message = cut(c.message, MAX_CONDITION_MESSAGE);
+        c.message = truncate_marked(c.message, MAX_CONDITION_MESSAGE);
         checked.push(c);
     }
     checked.sort_by(|a, b| a.type_.cmp(&b.type_));
@@ -167,7 +167,7 @@ pub(super) fn check(conditions: Vec<Condition>, events: Vec<Event>) -> Result<Re
         if !is_reason(&e.reason, MAX_EVENT_REASON) {
             return Err(Violation::EventReason(short(e.reason)));
         }
-        e.note = cut(e.note, MAX_EVENT_NOTE);
+        e.note = truncate_marked(e.note, MAX_EVENT_NOTE);
         if !distinct.contains(&e) {
             distinct.push(e);
         }
@@ -213,19 +213,9 @@ fn is_reason(s: &str, max: usize) -> bool {
         && (b[b.len() - 1].is_ascii_alphanumeric() || b[b.len() - 1] == b'_')
 }
 
-/// `s` cut to `max` bytes, the cut marked with `…` (within the `max`).
-fn cut(s: String, max: usize) -> String {
-    if s.len() <= max {
-        return s;
-    }
-    let mut s = truncate(s, max - '…'.len_utf8());
-    s.push('…');
-    s
-}
-
 /// A refused value, cut for the error message.
 fn short(s: String) -> String {
-    cut(s, 64)
+    truncate_marked(s, 64)
 }
 
 #[cfg(test)]

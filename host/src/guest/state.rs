@@ -10,6 +10,7 @@ use wasmtime_wasi::{WasiCtxView, WasiView};
 use super::TABLE_ELEMENT_BYTES;
 use super::bindings::{host, types, v0_2};
 use super::wasi::{Wasi, WasiState};
+use crate::text::truncate_then_mark;
 
 /// Log lines kept per call; the rest are dropped with one warning.
 const MAX_LOG_LINES: u32 = 32;
@@ -135,7 +136,7 @@ impl v0_2::host::Host for State {
 
 impl host::Host for State {
     fn log(&mut self, level: types::LogLevel, message: String) {
-        let message = truncate(message, MAX_LOG_BYTES);
+        let message = truncate_then_mark(message, MAX_LOG_BYTES);
         if matches!(level, types::LogLevel::Error) {
             self.last_error = Some(message.clone());
         }
@@ -155,19 +156,6 @@ impl host::Host for State {
             types::LogLevel::Error => event!(target: "guest", Level::ERROR, digest, "{message}"),
         }
     }
-}
-
-/// Cuts `s` to at most `max` bytes on a character boundary, marking the cut with `…`.
-fn truncate(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let cut = (0..=max)
-            .rev()
-            .find(|i| s.is_char_boundary(*i))
-            .unwrap_or(0);
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
 }
 
 #[cfg(test)]
@@ -220,8 +208,8 @@ mod tests {
 
     #[test]
     fn truncate_respects_char_boundaries() {
-        assert_eq!(truncate("short".into(), 10), "short");
-        assert_eq!(truncate("abcdef".into(), 3), "abc…");
-        assert_eq!(truncate("ééé".into(), 3), "é…");
+        assert_eq!(truncate_then_mark("short".into(), 10), "short");
+        assert_eq!(truncate_then_mark("abcdef".into(), 3), "abc…");
+        assert_eq!(truncate_then_mark("ééé".into(), 3), "é…");
     }
 }

@@ -28,10 +28,10 @@ use wasmtime_wasi::{Deterministic, HostWallClock, WasiCtx, WasiCtxBuilder, WasiC
 use super::log_stream::{LogStream, Sink, Stream};
 
 /// What the wall clock always reads: 2000-01-01T00:00:00Z.
-pub const WALL_CLOCK_SECONDS: u64 = 946_684_800;
+pub(super) const WALL_CLOCK_SECONDS: u64 = 946_684_800;
 
 /// How far the virtual monotonic clock advances per read, in nanoseconds (its resolution).
-pub const CLOCK_TICK_NS: u64 = 1_000;
+pub(super) const CLOCK_TICK_NS: u64 = 1_000;
 
 /// Most random bytes one call to `wasi:random` may ask for. NB: the buffer is host memory,
 /// outside the store's memory limit.

@@ -23,7 +23,7 @@ const CONCURRENCY: usize = 16;
 /// How one AppService fared under the guest in force and under the candidate: the number of
 /// objects each rendered, or its error.
 #[derive(Debug)]
-pub struct Outcome {
+pub(super) struct Outcome {
     /// Namespace of the AppService.
     pub namespace: String,
     /// Name of the AppService.
@@ -38,7 +38,7 @@ pub struct Outcome {
 
 /// The regressions among `outcomes`, sorted by namespace and name. An AppService the guest in
 /// force fails on is never a regression, whatever the candidate does.
-pub fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
+pub(super) fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
     let mut found: Vec<Regression> = outcomes
         .into_iter()
         .filter_map(|o| {
@@ -71,7 +71,7 @@ pub fn regressions(outcomes: Vec<Outcome>) -> Vec<Regression> {
 /// deadline under that load, no free instance) is rendered again, one AppService at a time, up
 /// to [`RETRIES`] times, before it counts: a guest that misses its deadline even alone is
 /// judged slow, one that only missed it in the crowd is not.
-pub async fn run(
+pub(super) async fn run(
     current: &InForce,
     candidate: &InForce,
     apps: &[AppService],

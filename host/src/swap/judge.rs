@@ -34,7 +34,7 @@ async fn apply_rendered(
 /// An AppService whose children the candidate would change: what the guest in force and the
 /// candidate render for it (both rendered in the sandbox, neither stamped).
 #[derive(Debug)]
-pub struct Changed {
+pub(super) struct Changed {
     /// The AppService.
     pub app: AppService,
     /// Digest of the guest in force for it.
@@ -84,7 +84,7 @@ fn verdict(candidate: Result<(), Error>, current: Option<Result<(), Error>>) -> 
 /// run covered), or the regressions: AppServices whose candidate output the API server refuses
 /// when it accepts the output of the guest in force, and those it gave no answer for
 /// (transient: [`Regressions::is_transient`]).
-pub async fn judge(
+pub(super) async fn judge(
     client: &Client,
     metrics: &Metrics,
     changed: Vec<Changed>,

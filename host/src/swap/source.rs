@@ -602,12 +602,9 @@ impl Source {
     }
 
     async fn load(&self, wasm: Arc<[u8]>, role: Role) -> Result<guest::Policy, Rejection> {
-        let runtime = self.runtime.clone();
-        // NB: compiling takes tens of milliseconds of CPU; keep it off the async workers.
-        tokio::task::spawn_blocking(move || runtime.load(&wasm))
+        self.runtime
+            .load(&wasm)
             .await
-            .map_err(guest::Error::Task)
-            .and_then(|r| r)
             .map_err(|source| Rejection::Load { role, source })
     }
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::field::{ErrorType, FieldError};
 
 /// The compiled rules of one CRD version.
-pub struct Rules {
+pub(super) struct Rules {
     compiled: CompiledSchema,
     root: RootContext,
 }
@@ -15,7 +15,7 @@ pub struct Rules {
 impl Rules {
     /// Compiles every rule of `openapi`; a rule that does not compile is an error, as it is when
     /// the API server registers the CRD.
-    pub fn new(openapi: &Value, root: RootContext) -> Result<Self, String> {
+    pub(super) fn new(openapi: &Value, root: RootContext) -> Result<Self, String> {
         let compiled = kube_cel::compile_schema(openapi);
         if let Some(first) = compiled.compilation_errors().first() {
             return Err(first.to_string());
@@ -25,7 +25,7 @@ impl Rules {
 
     /// Every rule `object` breaks, by field path. A rule kube-cel cannot evaluate counts as broken (it fails
     /// closed), with kube-cel's reason.
-    pub fn check(&self, object: &Value) -> Vec<FieldError> {
+    pub(super) fn check(&self, object: &Value) -> Vec<FieldError> {
         let validator = kube_cel::Validator::new();
         let Err(errors) = validator.validate_compiled_with_context(
             &self.compiled,

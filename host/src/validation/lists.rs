@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::field::{ErrorType, FieldError, join};
 
 /// Every duplicate entry of a `set` or `map` list in `value`, checked against `schema`.
-pub fn duplicates(schema: &Value, value: &Value) -> Vec<FieldError> {
+pub(super) fn duplicates(schema: &Value, value: &Value) -> Vec<FieldError> {
     let mut found = Vec::new();
     walk(schema, value, "", &mut found);
     found

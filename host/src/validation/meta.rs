@@ -43,7 +43,7 @@ fn anchored(expression: &str) -> Regex {
 }
 
 /// The failures of `object`'s `metadata`.
-pub fn check(object: &Value) -> Vec<FieldError> {
+pub(super) fn check(object: &Value) -> Vec<FieldError> {
     let meta = object.get("metadata");
     let text = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
     let mut errors = Vec::new();

@@ -11,7 +11,7 @@ const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 /// The fields of `object` that `schema` does not declare, as strict field validation (kubectl's
 /// default) reports them instead of pruning them. Like the API server's pruning, it follows the
 /// value's shape: the keys of a map where the schema has a list are all unknown.
-pub fn unknown_fields(schema: &Value, object: &Value) -> Vec<FieldError> {
+pub(super) fn unknown_fields(schema: &Value, object: &Value) -> Vec<FieldError> {
     let mut found = Vec::new();
     if let Some(map) = object.as_object() {
         for (key, value) in map {
@@ -84,7 +84,7 @@ fn preserves_unknown(schema: &Value) -> bool {
 
 /// Drops the `null` fields whose schema is not `nullable`, as the API server does before
 /// defaulting: `image: null` is then a missing `image`, and a defaulted field gets its default.
-pub fn drop_nulls(schema: &Value, value: &mut Value) {
+pub(super) fn drop_nulls(schema: &Value, value: &mut Value) {
     match value {
         Value::Object(map) => {
             map.retain(|key, child| {

@@ -8,7 +8,7 @@ use super::field::{ErrorType, FieldError};
 /// The failure of the replicas at `spec_replicas_path` (`.spec.replicas`) in `object`, if any;
 /// nothing when the field is absent. The path is printed as the CRD writes it, like the API
 /// server does.
-pub fn check(spec_replicas_path: &str, object: &Value) -> Option<FieldError> {
+pub(super) fn check(spec_replicas_path: &str, object: &Value) -> Option<FieldError> {
     let pointer = spec_replicas_path.trim_start_matches('.').replace('.', "/");
     let value = object.pointer(&format!("/{pointer}"))?;
     let invalid = |shown: Value, detail: String| {

@@ -8,13 +8,13 @@ use serde_json::{Value, json};
 use super::field::{ErrorType, FieldError, from_pointer, join, number, short};
 
 /// The compiled structural schema.
-pub struct Structural {
+pub(super) struct Structural {
     validator: jsonschema::Validator,
 }
 
 impl Structural {
     /// Compiles `openapi` (a CRD version's `openAPIV3Schema`).
-    pub fn new(openapi: &Value) -> Result<Self, String> {
+    pub(super) fn new(openapi: &Value) -> Result<Self, String> {
         let validator = jsonschema::draft4::options()
             // NB: the API server matches `pattern` with Go's RE2; the `regex` crate is the same
             // family (no look-around or back-references, linear time), fancy-regex is not.
@@ -28,7 +28,7 @@ impl Structural {
     }
 
     /// Every structural failure of `object`, in the API server's words.
-    pub fn check(&self, object: &Value) -> Vec<FieldError> {
+    pub(super) fn check(&self, object: &Value) -> Vec<FieldError> {
         self.validator
             .iter_errors(object)
             .map(|error| {
@@ -41,7 +41,7 @@ impl Structural {
 
 /// The schema with the Kubernetes extensions as JSON Schema: `nullable` and
 /// `x-kubernetes-int-or-string` become type lists.
-pub fn to_json_schema(schema: &Value) -> Value {
+pub(super) fn to_json_schema(schema: &Value) -> Value {
     let Some(map) = schema.as_object() else {
         return schema.clone();
     };

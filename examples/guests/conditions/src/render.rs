@@ -2,17 +2,17 @@
 
 use serde_json::{Value, json};
 
-use crate::kudevops::appservice::types::{
+use crate::bindings::kudevops::appservice::types::{
     AppService, Condition, ConditionStatus, DesiredObject, Event, EventType, IntOrString,
     PolicyError, Rendering,
 };
 
 /// The condition this policy reports.
-pub const PINNED: &str = "ImagePinned";
+pub(crate) const PINNED: &str = "ImagePinned";
 
 /// Renders a Deployment, a Service when the AppService has ports, and the `ImagePinned`
 /// condition; an image not pinned by digest also gets a Warning Event.
-pub fn render(app: &AppService) -> Result<Rendering, PolicyError> {
+pub(crate) fn render(app: &AppService) -> Result<Rendering, PolicyError> {
     let name = app.metadata.name.as_str();
     let image = app.spec.image.as_str();
     if image.trim().is_empty() {

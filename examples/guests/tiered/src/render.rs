@@ -2,13 +2,15 @@
 
 use serde_json::{Value, json};
 
-use crate::kudevops::appservice::types::{AppService, DesiredObject, IntOrString, PolicyError};
+use crate::bindings::kudevops::appservice::types::{
+    AppService, DesiredObject, IntOrString, PolicyError,
+};
 
 /// Label every pod of this policy carries.
-pub const TIER_LABEL: &str = "app.kudevops.io/tier";
+pub(crate) const TIER_LABEL: &str = "app.kudevops.io/tier";
 
 /// Renders a Deployment and, when the AppService has ports, a Service.
-pub fn render(app: &AppService) -> Result<Vec<DesiredObject>, PolicyError> {
+pub(crate) fn render(app: &AppService) -> Result<Vec<DesiredObject>, PolicyError> {
     let name = app.metadata.name.as_str();
     if app.spec.image.trim().is_empty() {
         return Err(PolicyError::InvalidSpec("spec.image is required".into()));

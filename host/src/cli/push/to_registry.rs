@@ -13,7 +13,7 @@ use crate::oci::Pinned;
 use crate::oci::reference::Tagged;
 
 /// Pushes `wasm` to `--to`, when given; returns the reference pinned to what was pushed.
-pub async fn upload(args: &Args, wasm: &[u8]) -> Result<Option<Pinned>> {
+pub(super) async fn upload(args: &Args, wasm: &[u8]) -> Result<Option<Pinned>> {
     let Some(to) = &args.to else {
         return Ok(None);
     };
@@ -29,7 +29,7 @@ pub async fn upload(args: &Args, wasm: &[u8]) -> Result<Option<Pinned>> {
 /// Puts the guest of the role pushed (`canary` or the stable one) by `reference` when there is
 /// one (dropping its inline bytes), else leaves it inline (dropping a reference of that role).
 /// Pushing the stable guest drops the canary's reference as it drops the canary's bytes.
-pub fn place(cm: &mut ConfigMap, canary: bool, reference: Option<&Pinned>) {
+pub(super) fn place(cm: &mut ConfigMap, canary: bool, reference: Option<&Pinned>) {
     let (inline, by_ref) = if canary {
         (CANARY_KEY, CANARY_REF_KEY)
     } else {

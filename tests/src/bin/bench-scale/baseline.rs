@@ -14,7 +14,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Api, Client};
 
 /// What the baseline measured.
-pub struct Baseline {
+pub(crate) struct Baseline {
     /// Objects applied (a Deployment and a Service per AppService).
     pub writes: usize,
     /// Wall time of all the applies.
@@ -23,14 +23,14 @@ pub struct Baseline {
 
 /// Applies the rendered children of `apps` in a namespace of its own, `concurrency` at a time,
 /// then deletes the namespace and waits until it is gone (freeing the nodePorts).
-pub async fn run(
+pub(crate) async fn run(
     client: &Client,
     apps: Vec<AppService>,
     concurrency: usize,
 ) -> anyhow::Result<Baseline> {
     let ns = TestNamespace::create(client, "bench-baseline").await?;
     let runtime = guest::Runtime::new(guest::Config::default())?;
-    let policy = runtime.load_default()?;
+    let policy = runtime.load_default().await?;
     let mut objects = Vec::new();
     for mut app in apps {
         app.metadata.namespace = Some(ns.name().to_owned());

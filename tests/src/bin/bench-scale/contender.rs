@@ -13,9 +13,9 @@ use crate::Args;
 
 /// How to run one operator and read its figures: its command line, the address whose `/readyz`
 /// answers 200 once it is ready, and the counter of its API requests (labelled `method`).
-pub struct Contender {
+pub(crate) struct Contender {
     /// Short name, in tables and log file names.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// The binary.
     program: PathBuf,
     /// Its arguments.
@@ -25,17 +25,17 @@ pub struct Contender {
     /// Address of the probe endpoint serving `/readyz`.
     probe_addr: String,
     /// Address of the Prometheus endpoint serving `/metrics`.
-    pub metrics_addr: String,
+    pub(crate) metrics_addr: String,
     /// The counter of API requests by `method` on that endpoint.
-    pub requests_metric: &'static str,
+    pub(crate) requests_metric: &'static str,
     /// Whether it writes AppService statuses (the Go seed writes none).
-    pub writes_status: bool,
+    pub(crate) writes_status: bool,
 }
 
 impl Contender {
     /// app-operator watching namespace `ns`, with its guest ConfigMap in `ns` (what the swap
     /// phase writes), logging at `RUST_LOG` (default `warn`) as JSON.
-    pub fn app_operator(args: &Args, ns: &str) -> Self {
+    pub(crate) fn app_operator(args: &Args, ns: &str) -> Self {
         let args_of = [
             "run",
             "--namespace",
@@ -68,7 +68,7 @@ impl Contender {
 
     /// The Go seed operator `program` watching namespace `ns` (`WATCH_NAMESPACE`), with its
     /// scaffold's flags and defaults otherwise (development logging, no leader election).
-    pub fn go_seed(program: &Path, args: &Args, ns: &str) -> Self {
+    pub(crate) fn go_seed(program: &Path, args: &Args, ns: &str) -> Self {
         let args_of = [
             "--metrics-bind-address",
             &args.peer_metrics_addr,
@@ -93,7 +93,7 @@ impl Contender {
 impl Contender {
     /// Starts the contender as a child process with the cluster's kubeconfig, its output to
     /// `log`.
-    pub fn spawn(&self, log: &Path) -> anyhow::Result<OperatorProcess> {
+    pub(crate) fn spawn(&self, log: &Path) -> anyhow::Result<OperatorProcess> {
         let mut command = Command::new(&self.program);
         command
             .args(&self.args)

@@ -1,23 +1,23 @@
 //! Reading the operator's Prometheus text output: counters and histogram quantiles.
 
 /// The value of every sample of `name` (summed over labels) whose label text contains `filter`.
-pub fn sum(text: &str, name: &str, filter: &str) -> f64 {
+pub(crate) fn sum(text: &str, name: &str, filter: &str) -> f64 {
     samples(text, name)
         .filter(|(labels, _)| labels.contains(filter))
         .fold(0.0, |total, (_, v)| total + v)
 }
 
 /// The HTTP methods [`by_method`] counts, in its order.
-pub const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+pub(crate) const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 /// Counter `name` summed per label `method="..."`, in the order of [`METHODS`].
-pub fn by_method(text: &str, name: &str) -> [u64; 5] {
+pub(crate) fn by_method(text: &str, name: &str) -> [u64; 5] {
     METHODS.map(|m| sum(text, name, &format!("method=\"{m}\"")) as u64)
 }
 
 /// `q`-quantile of histogram `name`, interpolated linearly inside the bucket like PromQL's
 /// `histogram_quantile`. `None` without observations.
-pub fn quantile(text: &str, name: &str, q: f64) -> Option<f64> {
+pub(crate) fn quantile(text: &str, name: &str, q: f64) -> Option<f64> {
     let bucket = format!("{name}_bucket");
     let mut buckets: Vec<(f64, f64)> = samples(text, &bucket)
         .filter_map(|(labels, count)| {

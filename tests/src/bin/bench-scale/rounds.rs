@@ -40,7 +40,7 @@ struct Figures {
 
 /// Runs `args.rounds` rounds with the Go seed binary `go_seed` and prints a table per round and
 /// the summary.
-pub async fn run(
+pub(crate) async fn run(
     client: &Client,
     args: &Args,
     apps: &[AppService],

@@ -27,7 +27,7 @@ use crate::{Args, Stores, http_get, load_average, prom};
 use app_operator_e2e::process::OperatorProcess;
 
 /// What one swap measured.
-pub struct Swap {
+pub(crate) struct Swap {
     /// Which swap.
     what: &'static str,
     /// The new guest.
@@ -56,7 +56,7 @@ pub struct Swap {
 
 impl Swap {
     /// Prints the figures, `count` being the number of AppServices.
-    pub fn print(&self, count: usize) {
+    pub(crate) fn print(&self, count: usize) {
         println!("guest swap, {} ({}):", self.what, self.digest);
         println!(
             "  validated and active   {:>8.1} s  (dry run on all {count} AppServices included)",
@@ -93,7 +93,7 @@ impl Swap {
 }
 
 /// Both swaps, one after the other.
-pub async fn run(
+pub(crate) async fn run(
     client: &Client,
     args: &Args,
     ns: &str,
@@ -127,7 +127,8 @@ async fn swap(
     rewrites: bool,
 ) -> anyhow::Result<Swap> {
     let digest = guest::Runtime::new(guest::Config::default())?
-        .load(wasm)?
+        .load(wasm)
+        .await?
         .digest()
         .to_owned();
     let Stores {
@@ -273,8 +274,9 @@ mod tests {
     #[test]
     fn a_custom_section_gives_the_same_guest_another_digest() -> anyhow::Result<()> {
         let runtime = guest::Runtime::new(guest::Config::default())?;
-        let original = runtime.load_default()?;
-        let marked = runtime.load(&with_custom_section(guest::default_guest(), "bench-scale"))?;
+        let original = runtime.load_default_blocking()?;
+        let marked =
+            runtime.load_blocking(&with_custom_section(guest::default_guest(), "bench-scale"))?;
         assert_ne!(marked.digest(), original.digest());
         let app = app_operator_e2e::appservice::sample();
         assert_eq!(
