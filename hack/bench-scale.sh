@@ -24,7 +24,7 @@ main() {
   log "building the operator, the Go seed operator and the benchmark"
   local go_seed
   go_seed="$(hack/controlplane/build-go-seed.sh)"
-  cargo build --release -q -p app-operator -p app-operator-e2e --bins
+  cargo build --release -q -p app-operator -p app-operator-bench-scale --bins
   local target="${CARGO_TARGET_DIR:-$ROOT/target}/release"
   mkdir -p .work
   cd .work

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long fault scenarios (`make chaos`, tests/tests/chaos.rs): the real API server restarted
+# The long fault scenarios (`make chaos`, e2e/tests/chaos.rs): the real API server restarted
 # alone and with the whole control plane, etcd compacted under the operator's watches, the leader
 # of two replicas cut off past its Lease, and 10,000 AppServices at once. They restart the local
 # control plane's API server and compact its etcd, so run them alone, not beside `make test` on

@@ -17,7 +17,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 KUBECTL="${KUBECTL:-$ROOT/hack/kubectl.sh}"
 # The image config/manager's kustomization deploys (its `controller` rewritten); the overlay
-# replaces it. tests/tests/deploy.rs fails if the two drift apart.
+# replaces it. e2e/tests/deploy.rs fails if the two drift apart.
 BASE_IMAGE=app-operator
 
 log() { echo "[deploy.sh] $*" >&2; }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Toxiproxy's server from Go modules: the TCP fault proxy that the e2e fault tests
-# (tests/tests/faults.rs) put between the operator and the API server, to cut, slow down and
+# (e2e/tests/faults.rs) put between the operator and the API server, to cut, slow down and
 # reset its connections.
 #
 # The version is pinned by the committed wrapper module in toxiproxy/ (go.mod and go.sum only,
