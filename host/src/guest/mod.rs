@@ -226,10 +226,7 @@ impl Runtime {
     /// cache) and pre-linked. The compile (tens of ms of CPU, or a child process) runs on the
     /// blocking pool, off the async workers; the bytes are copied there.
     pub async fn load(&self, wasm: &[u8]) -> Result<Policy, Error> {
-        let (this, wasm) = (self.clone(), wasm.to_vec());
-        tokio::task::spawn_blocking(move || this.load_blocking(&wasm))
-            .await
-            .map_err(Error::Task)?
+        self.off_thread(wasm, Runtime::load_blocking).await
     }
 
     /// [`Runtime::load`] on the current thread, which it blocks for the compile: use it from
@@ -271,8 +268,17 @@ impl Runtime {
     /// Describes a component without requiring it to implement the contract. A component not
     /// loaded yet is compiled for it, on the blocking pool as in [`Runtime::load`].
     pub async fn inspect(&self, wasm: &[u8]) -> Result<Inspection, Error> {
+        self.off_thread(wasm, Runtime::inspect_blocking).await
+    }
+
+    /// Runs `work` on this runtime and a copy of `wasm` on the blocking pool.
+    async fn off_thread<T: Send + 'static>(
+        &self,
+        wasm: &[u8],
+        work: fn(&Runtime, &[u8]) -> Result<T, Error>,
+    ) -> Result<T, Error> {
         let (this, wasm) = (self.clone(), wasm.to_vec());
-        tokio::task::spawn_blocking(move || this.inspect_blocking(&wasm))
+        tokio::task::spawn_blocking(move || work(&this, &wasm))
             .await
             .map_err(Error::Task)?
     }
