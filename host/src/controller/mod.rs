@@ -15,6 +15,7 @@ mod settle;
 pub mod status;
 mod uptodate;
 mod watches;
+mod written;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -118,6 +119,8 @@ pub struct Context {
     settling: Settling,
     /// The guest Events recorded last per AppService.
     guest_events: reported::GuestEvents,
+    /// The status written last per AppService, while the cache is behind it.
+    written: written::WrittenStatus,
     /// Becomes true once every watch cache has listed its objects.
     synced: watch::Receiver<bool>,
 }
@@ -280,6 +283,7 @@ pub async fn run(
         levels: namespaces::Levels::new(namespace_store),
         settling: Settling::new(config.status_settle),
         guest_events: reported::GuestEvents::default(),
+        written: written::WrittenStatus::default(),
         config,
         failures: Mutex::default(),
         synced: tracker.subscribe(),

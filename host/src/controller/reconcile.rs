@@ -43,9 +43,12 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     if app.meta().deletion_timestamp.is_some() {
         // NB: the children carry ownerReferences; the garbage collector removes them.
         ctx.guest_events.forget(&app.uid().unwrap_or_default());
+        ctx.written.forget(&app);
         return Ok(Action::await_change());
     }
     ctx.caches_synced().await;
+    // NB: the cache may not show the status the last reconcile wrote yet; start from that one.
+    let app = ctx.written.latest(app);
 
     let mut facts = Facts::default();
     let (policy, rendered) = render(&ctx, &app, &mut facts).await;
@@ -223,6 +226,7 @@ async fn write_status(ctx: &Context, app: &AppService, desired: &AppServiceStatu
     api.patch_status(&name, &params, &patch)
         .await
         .map_err(|source| Error::Status { name, source })?;
+    ctx.written.wrote(app, desired.clone());
     debug!(status = %status::summary(app, desired), "status written");
     Ok(())
 }

@@ -20,7 +20,7 @@ use tower_test::mock::{self, Handle};
 use super::apply::Children;
 use super::cache::{Cache, OwnerIndex};
 use super::settle::Settling;
-use super::{Config, Context, reported};
+use super::{Config, Context, reported, written};
 use crate::consts::FIELD_MANAGER;
 use crate::crd::AppService;
 use crate::{guest, namespaces, swap};
@@ -81,6 +81,7 @@ impl Context {
             levels: namespaces::Levels::new(reflector::store().0),
             settling: Settling::new(config.status_settle),
             guest_events: reported::GuestEvents::default(),
+            written: written::WrittenStatus::default(),
             config,
             failures: Mutex::default(),
             synced: watch::channel(true).1,
