@@ -380,7 +380,7 @@ async fn plan_prints_the_diff_and_writes_nothing() -> anyhow::Result<()> {
     })?;
     for name in ["python", "javascript"] {
         let wasm = app_operator::testing::example_guest(name).map_err(anyhow::Error::msg)?;
-        let policy = cached.load(&wasm).await?;
+        let policy = cached.load(wasm).await?;
         let out = app_operator::cli::plan::plan(&client, &policy, Some(ns.name()))
             .await?
             .text();

@@ -94,7 +94,7 @@ impl Builder {
             metrics,
             readiness,
         } = self;
-        let guests = swap::Guests::new(runtime.load(&base).await?);
+        let guests = swap::Guests::new(runtime.load(base.clone()).await?);
         let source = source.map(|config| {
             let source = Source::new(
                 client.clone(),

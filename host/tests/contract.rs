@@ -124,7 +124,7 @@ async fn the_python_and_javascript_0_2_0_guests_report_like_the_rust_one() {
         .report;
     for name in ["python-conditions", "javascript-conditions"] {
         let policy = RUNTIME
-            .load(&example_guest(name))
+            .load(example_guest(name))
             .await
             .expect("the guest loads");
         assert_eq!(

@@ -370,7 +370,13 @@ async fn http_get(addr: &str, path: &str) -> anyhow::Result<String> {
     let socket = addr
         .parse()
         .with_context(|| format!("{addr} is not an address"))?;
-    match app_operator_e2e::process::http_get(socket, path) {
+    // NB: a blocking GET; off the async workers, which keep the benchmark's watches going while
+    // the swap phase polls /metrics every 100 ms.
+    let get = path.to_owned();
+    let answer =
+        tokio::task::spawn_blocking(move || app_operator_e2e::process::http_get(socket, &get))
+            .await?;
+    match answer {
         Some((200, body)) => Ok(body),
         Some((code, _)) => bail!("GET {path}: HTTP {code}"),
         None => bail!("GET http://{addr}{path}: no answer"),

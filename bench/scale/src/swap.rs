@@ -127,7 +127,7 @@ async fn swap(
     rewrites: bool,
 ) -> anyhow::Result<Swap> {
     let digest = guest::Runtime::new(guest::Config::default())?
-        .load(wasm)
+        .load(wasm.to_vec())
         .await?
         .digest()
         .to_owned();

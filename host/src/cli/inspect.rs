@@ -22,7 +22,7 @@ pub async fn exec(args: Args) -> Result<()> {
     super::init_stderr_logging();
     let wasm = super::registry::read_guest(&args.file, &args.registry).await?;
     let runtime = guest::Runtime::new(guest::Config::default())?;
-    let inspection = runtime.inspect(&wasm).await?;
+    let inspection = runtime.inspect(wasm).await?;
     print!("{}", format(&inspection));
     Ok(())
 }

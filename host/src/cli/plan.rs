@@ -68,7 +68,7 @@ pub async fn exec(args: Args) -> Result<()> {
         output: args.policy.config(),
         ..guest::Config::default()
     };
-    let policy = guest::Runtime::new(config)?.load(&wasm).await?;
+    let policy = guest::Runtime::new(config)?.load(wasm).await?;
     let client = args.connection.client(None).await?;
     let plan = plan(&client, &policy, args.namespace.as_deref()).await?;
     match args.output {

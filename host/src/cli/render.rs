@@ -86,7 +86,7 @@ pub async fn local_policy(
     Ok(match guest {
         Some(path) => {
             let wasm = super::registry::read_guest(path, registry).await?;
-            runtime.load(&wasm).await?
+            runtime.load(wasm).await?
         }
         None => runtime.load_default().await?,
     })

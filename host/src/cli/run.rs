@@ -428,6 +428,9 @@ pub async fn exec(args: Args) -> Result<()> {
                 readiness.clone(),
                 leader_gauge,
                 shutdown,
+                // NB: the whole operator, the guest source included, runs only while leading:
+                // a standby neither records Events nor annotates the ConfigMap, and takes the
+                // ConfigMap's guests when it becomes the leader.
                 |stop| operator.run(stop),
             )
             .await?;

@@ -224,8 +224,9 @@ impl Runtime {
 
     /// Loads a guest component: compiled once per digest (or read precompiled from the disk
     /// cache) and pre-linked. The compile (tens of ms of CPU, or a child process) runs on the
-    /// blocking pool, off the async workers; the bytes are copied there.
-    pub async fn load(&self, wasm: &[u8]) -> Result<Policy, Error> {
+    /// blocking pool, off the async workers; `wasm` moves there (an `Arc<[u8]>` or a
+    /// `&'static [u8]` without a copy).
+    pub async fn load(&self, wasm: impl AsRef<[u8]> + Send + 'static) -> Result<Policy, Error> {
         self.off_thread(wasm, Runtime::load_blocking).await
     }
 
@@ -267,18 +268,21 @@ impl Runtime {
 
     /// Describes a component without requiring it to implement the contract. A component not
     /// loaded yet is compiled for it, on the blocking pool as in [`Runtime::load`].
-    pub async fn inspect(&self, wasm: &[u8]) -> Result<Inspection, Error> {
+    pub async fn inspect(
+        &self,
+        wasm: impl AsRef<[u8]> + Send + 'static,
+    ) -> Result<Inspection, Error> {
         self.off_thread(wasm, Runtime::inspect_blocking).await
     }
 
-    /// Runs `work` on this runtime and a copy of `wasm` on the blocking pool.
+    /// Runs `work` on this runtime and `wasm` on the blocking pool.
     async fn off_thread<T: Send + 'static>(
         &self,
-        wasm: &[u8],
+        wasm: impl AsRef<[u8]> + Send + 'static,
         work: fn(&Runtime, &[u8]) -> Result<T, Error>,
     ) -> Result<T, Error> {
-        let (this, wasm) = (self.clone(), wasm.to_vec());
-        tokio::task::spawn_blocking(move || work(&this, &wasm))
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || work(&this, wasm.as_ref()))
             .await
             .map_err(Error::Task)?
     }

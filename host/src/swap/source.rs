@@ -603,7 +603,7 @@ impl Source {
 
     async fn load(&self, wasm: Arc<[u8]>, role: Role) -> Result<guest::Policy, Rejection> {
         self.runtime
-            .load(&wasm)
+            .load(wasm)
             .await
             .map_err(|source| Rejection::Load { role, source })
     }
