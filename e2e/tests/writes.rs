@@ -109,11 +109,12 @@ async fn a_new_appservice_costs_its_applies_and_its_news() -> anyhow::Result<()>
         names.len()
     );
     // Per AppService, two applies (Deployment, Service) and one status write, "applied" and
-    // "ready" in one; and at most one repeat of it: a reconcile that a Deployment's status update
-    // triggers before the AppService watch has brought the written status back sees the old one
-    // and writes the same again.
+    // "ready" in one. NB: a reconcile that a Deployment's status update triggers before the
+    // Service watch (or the AppService watch) shows what this process just wrote does not
+    // write it again (controller/echo.rs `pending`, controller/written.rs); before those, 10
+    // to 12 writes were counted here.
     assert!(
-        written <= 4 * names.len() as u64,
+        written <= 3 * names.len() as u64,
         "{written} writes: {by_method:?}"
     );
     // NB: the children are created by create-only applies, which refuse an existing object: no

@@ -30,7 +30,7 @@ pub use super::child::ChildKind;
 
 use super::cache::Cache;
 use super::child::ChildKey;
-use super::echo::OwnWrites;
+use super::echo::{OwnWrites, Written};
 use super::error::{Error, Result};
 use super::uptodate::{self, LastApplied};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
@@ -321,7 +321,7 @@ async fn apply_one<K>(
 ) -> Result<(K, Change)>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    K: Clone + DeserializeOwned + Serialize + std::fmt::Debug + 'static,
+    K: Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + Sync + 'static,
 {
     let (kind, ns, name) = &key;
     let cached = store.get(&ObjectRef::new(name).within(ns));
@@ -334,6 +334,20 @@ where
     {
         return Ok((K::clone(cached), Change::None));
     }
+    // NB: the cache is behind this process's own write of this very body (a reconcile for
+    // another child's event came first): the child is what that write returned.
+    let cached_version = cached
+        .as_ref()
+        .map(|c| c.resource_version().unwrap_or_default());
+    if is_last
+        && let Some(written) = children
+            .own_writes
+            .pending::<K>(&key, cached_version.as_deref())
+    {
+        debug!(kind = kind.as_str(), child = %name, "cache behind the last apply; not applied again");
+        return Ok((written, Change::None));
+    }
+    let _flight = children.own_writes.begin(&key);
     // NB: a child this process wrote whose echo has not arrived is its own, even when the
     // cache does not show it yet (its other watch event came first).
     let known = match &cached {
@@ -374,23 +388,24 @@ where
         },
     };
     children.last_applied.applied(key.clone(), &compared);
-    let uid = after.uid().unwrap_or_default();
     let change = match (&before, after.resource_version()) {
         (_, None) => Change::None,
         (before, after) if *before == after => Change::None,
-        (None, Some(version)) => {
-            children.own_writes.wrote(key, version, uid);
-            Change::Created
-        }
-        (Some(_), Some(version)) => {
-            children.own_writes.wrote(key, version, uid);
-            if is_last {
-                Change::Corrected
-            } else {
-                Change::Updated
-            }
-        }
+        (None, _) => Change::Created,
+        (Some(_), _) if is_last => Change::Corrected,
+        (Some(_), _) => Change::Updated,
     };
+    if change != Change::None
+        && let Some(version) = after.resource_version()
+    {
+        let written = Written {
+            version,
+            uid: after.uid().unwrap_or_default(),
+            before,
+            object: Arc::new(after.clone()),
+        };
+        children.own_writes.wrote(key, written);
+    }
     Ok((after, change))
 }
 

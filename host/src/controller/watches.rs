@@ -172,6 +172,10 @@ where
     .modify(|obj| obj.managed_fields_mut().clear())
     .reflect(writer)
     .inspect_ok(move |event| index.apply_watcher_event(event))
+    .inspect_ok({
+        let own_writes = own_writes.clone();
+        move |event| own_writes.observe(kind, event)
+    })
     .inspect_ok(SyncTracker::on_listed(tracker, kind.plural()))
     .touched_objects()
     .try_filter(move |obj| {
