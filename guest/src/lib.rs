@@ -6,6 +6,8 @@
 // lint flags; the modules below deny unsafe code again.
 #![allow(unsafe_code)]
 
+#[cfg(target_arch = "wasm32")]
+mod no_wasi;
 mod objects;
 pub mod render;
 

@@ -464,11 +464,19 @@ fn inspect_reports_world_and_granted_and_denied_imports() {
         i.world.as_deref(),
         Some("kudevops:appservice/appservice-policy@0.1.0")
     );
+    // NB: the default guest resolves std's WASI imports to traps (guest/src/no_wasi.rs); the
+    // hostile guest, a plain Rust std guest, still imports them.
+    assert!(
+        i.imports.iter().all(|m| !m.name.starts_with("wasi:")),
+        "the default guest imports no WASI: {:?}",
+        i.imports
+    );
+    let i = RUNTIME.inspect_blocking(HOSTILE).expect("inspects");
     let import = |prefix: &str| {
         i.imports
             .iter()
             .find(|m| m.name.starts_with(prefix))
-            .unwrap_or_else(|| panic!("the default guest imports {prefix}: {:?}", i.imports))
+            .unwrap_or_else(|| panic!("the hostile guest imports {prefix}: {:?}", i.imports))
     };
     assert!(import("kudevops:appservice/host@").granted);
     let stdout = import("wasi:cli/stdout@");

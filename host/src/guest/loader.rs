@@ -143,7 +143,8 @@ pub(super) fn link(engine: &Engine, component: &Component, digest: &str) -> Resu
         AppservicePolicy::add_to_linker::<State, HasSelf<State>>(&mut linker, |s| s)
             .map_err(load_error)?;
     }
-    // NB: a Rust std guest imports WASI (environment, stdio, exit) even when it never calls it;
+    // NB: a Rust std guest imports WASI (environment, stdio, exit) even when it never calls it
+    // (the default guest resolves those imports to traps, guest/src/no_wasi.rs);
     // CPython and SpiderMonkey call it at start-up. What it grants: `wasi.rs`. No trap stubs
     // for the rest: `define_unknown_imports_as_traps` defines an import's exact version, say
     // `wasi:io/poll@0.2.9`, which then shadows the semver-compatible `@0.2.12` linked here.

@@ -13,7 +13,8 @@
 //!   no sleep can hold a host thread past the call's deadline.
 //!
 //! The context is made on a guest's first WASI call, so a guest that imports WASI but never
-//! calls it (the Rust default guest) pays nothing per call.
+//! calls it (a plain Rust std guest) pays nothing per call; the default guest imports none
+//! (`guest/src/no_wasi.rs`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
