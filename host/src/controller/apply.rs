@@ -327,25 +327,12 @@ where
     let cached = store.get(&ObjectRef::new(name).within(ns));
     let compared = stamp::without_provenance(body);
     let is_last = children.last_applied.is_last(&key, &compared);
-    // NB: the cached object is serialized only when the body is the last one applied.
     if is_last
-        && let Some(cached) = &cached
-        && serde_json::to_value(&**cached).is_ok_and(|live| uptodate::contains(&live, &compared))
+        && let Some(live) = live(children, &key, cached.as_ref())
+        // NB: the live object is serialized only when the body is the last one applied.
+        && serde_json::to_value(&*live).is_ok_and(|live| uptodate::contains(&live, &compared))
     {
-        return Ok((K::clone(cached), Change::None));
-    }
-    // NB: the cache is behind this process's own write of this very body (a reconcile for
-    // another child's event came first): the child is what that write returned.
-    let cached_version = cached
-        .as_ref()
-        .map(|c| c.resource_version().unwrap_or_default());
-    if is_last
-        && let Some(written) = children
-            .own_writes
-            .pending::<K>(&key, cached_version.as_deref())
-    {
-        debug!(kind = kind.as_str(), child = %name, "cache behind the last apply; not applied again");
-        return Ok((written, Change::None));
+        return Ok((K::clone(&live), Change::None));
     }
     let _flight = children.own_writes.begin(&key);
     // NB: a child this process wrote whose echo has not arrived is its own, even when the
@@ -407,6 +394,20 @@ where
         children.own_writes.wrote(key, written);
     }
     Ok((after, change))
+}
+
+/// The child `key` as it is now: as this process's last write returned it while the cache still
+/// shows what was there before that write (a reconcile for another child's event came before
+/// this child's watch event, [`OwnWrites::pending`]), else as cached.
+fn live<K>(children: &Children, key: &ChildKey, cached: Option<&Arc<K>>) -> Option<Arc<K>>
+where
+    K: Resource + Send + Sync + 'static,
+{
+    let cached_version = cached.map(|c| c.resource_version().unwrap_or_default());
+    children
+        .own_writes
+        .pending::<K>(key, cached_version.as_deref())
+        .or_else(|| cached.cloned())
 }
 
 /// Deletes the children controlled by `app` that are not among `objects`. Returns `Kind/name`

@@ -106,17 +106,17 @@ impl OwnWrites {
     /// The child `key` as this process's last write returned it, when the cache still shows
     /// what was there before that write: not cached (`cached_version` `None`) for a write that
     /// created it, else the version the write started from.
-    pub fn pending<K: Clone + 'static>(
+    pub fn pending<K: Send + Sync + 'static>(
         &self,
         key: &ChildKey,
         cached_version: Option<&str>,
-    ) -> Option<K> {
+    ) -> Option<Arc<K>> {
         let state = self.lock();
         let written = state.written.get(key)?;
         if written.before.as_deref() != cached_version {
             return None;
         }
-        written.object.downcast_ref::<K>().cloned()
+        written.object.clone().downcast::<K>().ok()
     }
 
     /// True when `version` of child `key` is the echo of this process's last write to it, which
@@ -233,7 +233,7 @@ mod tests {
         writes.wrote(key(), written("5", None));
         let pending = writes.pending::<Service>(&key(), None);
         assert_eq!(
-            pending.and_then(|s| s.metadata.resource_version),
+            pending.and_then(|s| s.metadata.resource_version.clone()),
             Some("5".into())
         );
         assert!(writes.pending::<Service>(&key(), Some("4")).is_none());

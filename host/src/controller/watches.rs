@@ -171,10 +171,12 @@ where
     // NB: managedFields are most of a cached object's size and the controller never reads them.
     .modify(|obj| obj.managed_fields_mut().clear())
     .reflect(writer)
-    .inspect_ok(move |event| index.apply_watcher_event(event))
     .inspect_ok({
         let own_writes = own_writes.clone();
-        move |event| own_writes.observe(kind, event)
+        move |event| {
+            index.apply_watcher_event(event);
+            own_writes.observe(kind, event);
+        }
     })
     .inspect_ok(SyncTracker::on_listed(tracker, kind.plural()))
     .touched_objects()
