@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use app_operator::consts::ANNOTATION_ADOPT;
+use app_operator::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use app_operator::crd::AppService;
 use app_operator_e2e::appservice::{
     CONVERGE, condition, create, sample_named, wait_deployment, wait_event, wait_ready,
@@ -40,13 +40,30 @@ fn users_service(name: &str) -> Value {
     })
 }
 
-/// Everything of an object a write would change: uid, resourceVersion, metadata and spec.
-fn snapshot<K: serde::Serialize + ResourceExt>(object: &K) -> (Option<String>, String) {
+/// Everything of an object the operator could write: uid, metadata and spec, with the
+/// managedFields of every writer but the status subresource's. The resourceVersion and status are
+/// left out: the controller-manager keeps updating a Deployment's status (its pods become Ready)
+/// while the test waits, and that is no write of the operator's.
+fn snapshot<K: serde::Serialize + ResourceExt>(object: &K) -> String {
     let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
     if let Some(map) = value.as_object_mut() {
         map.remove("status");
     }
-    (object.resource_version(), value.to_string())
+    if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+        if let Some(Value::Array(fields)) = meta.get_mut("managedFields") {
+            fields.retain(|f| f.get("subresource").and_then(Value::as_str) != Some("status"));
+        }
+    }
+    value.to_string()
+}
+
+/// Whether the operator's field manager owns any field of `object`.
+fn managed_by_operator<K: ResourceExt>(object: &K) -> bool {
+    object
+        .managed_fields()
+        .iter()
+        .any(|f| f.manager.as_deref() == Some(FIELD_MANAGER))
 }
 
 #[tokio::test]
@@ -67,6 +84,15 @@ async fn a_users_objects_named_like_an_appservice_are_never_adopted() -> anyhow:
     services
         .patch("web", &user, &Patch::Apply(users_service("web")))
         .await?;
+    // The controller-manager stamps the revision and status while the pod comes up: let it settle.
+    wait::until("the user's Deployment web available", CONVERGE, || async {
+        let d = deployments.get("web").await?;
+        let status = d.status.unwrap_or_default();
+        let settled = status.observed_generation == d.metadata.generation
+            && status.available_replicas == Some(1);
+        Ok(settled.then_some(()))
+    })
+    .await?;
     let operator = Operator::start(&client, ns.name()).await?;
     let before = (
         snapshot(&deployments.get("web").await?),
@@ -110,6 +136,9 @@ async fn a_users_objects_named_like_an_appservice_are_never_adopted() -> anyhow:
         snapshot(&services.get("web").await?),
     );
     assert_eq!(after, before, "the user's objects are untouched");
+    let (deployment, service) = (deployments.get("web").await?, services.get("web").await?);
+    assert!(deployment.owner_references().is_empty() && service.owner_references().is_empty());
+    assert!(!managed_by_operator(&deployment) && !managed_by_operator(&service));
     apps.delete("web", &DeleteParams::background()).await?;
     wait::until("AppService web gone", CONVERGE, || async {
         Ok(apps.get_opt("web").await?.is_none().then_some(()))
