@@ -129,6 +129,29 @@ pub async fn wait_deployment(
     .await
 }
 
+/// Waits up to `timeout` until Deployment `name`'s rollout is complete: its status observes the
+/// current generation, one replica is available and `Progressing` says `NewReplicaSetAvailable`.
+/// After that the controller-manager has no more to write to it until it changes.
+pub async fn wait_rolled_out(
+    api: &Api<Deployment>,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<Deployment> {
+    let what = format!("the rollout of the user's Deployment {name}");
+    wait::until(&what, timeout, || async {
+        let d = api.get(name).await?;
+        let status = d.status.clone().unwrap_or_default();
+        let complete = status.observed_generation == d.metadata.generation
+            && status.available_replicas == Some(1)
+            && status.conditions.iter().flatten().any(|c| {
+                c.type_.as_deref() == Some("Progressing")
+                    && c.reason.as_deref() == Some("NewReplicaSetAvailable")
+            });
+        Ok(complete.then_some(d))
+    })
+    .await
+}
+
 /// Events (events.k8s.io/v1) about the object `name` in `namespace` with `reason`.
 pub async fn events(
     client: &Client,

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 
-use crate::wait;
+use crate::appservice::wait_rolled_out;
 
 /// The identity of one object: uid and resourceVersion.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -116,19 +116,7 @@ pub async fn bystanders(client: &Client, namespace: &str) -> anyhow::Result<Vec<
         .create(&PostParams::default(), &service)
         .await
         .context("failed to create the user's Service")?;
-    let what = format!("the rollout of the user's Deployment {BYSTANDER}");
-    wait::until(&what, Duration::from_secs(60), || async {
-        let d = deployments.get(BYSTANDER).await?;
-        let status = d.status.clone().unwrap_or_default();
-        let complete = status.observed_generation == d.metadata.generation
-            && status.available_replicas == Some(1)
-            && status.conditions.iter().flatten().any(|c| {
-                c.type_.as_deref() == Some("Progressing")
-                    && c.reason.as_deref() == Some("NewReplicaSetAvailable")
-            });
-        Ok(complete.then_some(()))
-    })
-    .await?;
+    wait_rolled_out(&deployments, BYSTANDER, Duration::from_secs(60)).await?;
     Ok(vec![
         format!("Deployment/{BYSTANDER}"),
         format!("Service/{BYSTANDER}"),

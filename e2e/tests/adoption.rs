@@ -7,6 +7,7 @@ use app_operator::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use app_operator::crd::AppService;
 use app_operator_e2e::appservice::{
     CONVERGE, condition, create, sample_named, wait_deployment, wait_event, wait_ready,
+    wait_rolled_out,
 };
 use app_operator_e2e::operator::Operator;
 use app_operator_e2e::{TestNamespace, client, wait};
@@ -85,14 +86,7 @@ async fn a_users_objects_named_like_an_appservice_are_never_adopted() -> anyhow:
         .patch("web", &user, &Patch::Apply(users_service("web")))
         .await?;
     // The controller-manager stamps the revision and status while the pod comes up: let it settle.
-    wait::until("the user's Deployment web available", CONVERGE, || async {
-        let d = deployments.get("web").await?;
-        let status = d.status.unwrap_or_default();
-        let settled = status.observed_generation == d.metadata.generation
-            && status.available_replicas == Some(1);
-        Ok(settled.then_some(()))
-    })
-    .await?;
+    wait_rolled_out(&deployments, "web", CONVERGE).await?;
     let operator = Operator::start(&client, ns.name()).await?;
     let before = (
         snapshot(&deployments.get("web").await?),
@@ -131,12 +125,9 @@ async fn a_users_objects_named_like_an_appservice_are_never_adopted() -> anyhow:
 
     // Retries (with backoff) keep leaving them alone; deleting the AppService leaves them too.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    let after = (
-        snapshot(&deployments.get("web").await?),
-        snapshot(&services.get("web").await?),
-    );
-    assert_eq!(after, before, "the user's objects are untouched");
     let (deployment, service) = (deployments.get("web").await?, services.get("web").await?);
+    let after = (snapshot(&deployment), snapshot(&service));
+    assert_eq!(after, before, "the user's objects are untouched");
     assert!(deployment.owner_references().is_empty() && service.owner_references().is_empty());
     assert!(!managed_by_operator(&deployment) && !managed_by_operator(&service));
     apps.delete("web", &DeleteParams::background()).await?;
