@@ -169,6 +169,12 @@ impl OperatorProcess {
     /// The sum of every sample of the metric family `name` (e.g.
     /// `app_operator_kube_requests_total`, over all its labels), if exposed.
     pub fn metric_sum(&self, name: &str) -> Option<f64> {
+        self.metric_sum_matching(name, "")
+    }
+
+    /// The sum of the samples of the metric family `name` whose labels contain `label` (e.g.
+    /// `method="GET"`), if any is exposed.
+    pub fn metric_sum_matching(&self, name: &str, label: &str) -> Option<f64> {
         let (_, body) = http_get(self.metrics_addr, "/metrics")?;
         let samples: Vec<f64> = body
             .lines()
@@ -176,8 +182,11 @@ impl OperatorProcess {
             .filter_map(|l| {
                 let rest = l.strip_prefix(name)?;
                 let value = match rest.strip_prefix('{') {
-                    Some(labelled) => labelled.split_once("} ")?.1,
-                    None => rest.strip_prefix(' ')?,
+                    Some(labelled) => {
+                        let (labels, value) = labelled.split_once("} ")?;
+                        labels.contains(label).then_some(value)?
+                    }
+                    None => label.is_empty().then_some(rest.strip_prefix(' ')?)?,
                 };
                 value.trim().parse().ok()
             })

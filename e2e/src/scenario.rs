@@ -224,7 +224,7 @@ impl Requests {
             .metric_sum("app_operator_kube_requests_total")
             .unwrap_or(0.0);
         let gets = operator
-            .metric(r#"app_operator_kube_requests_total{method="GET"}"#)
+            .metric_sum_matching("app_operator_kube_requests_total", r#"method="GET""#)
             .unwrap_or(0.0);
         Self {
             gets,

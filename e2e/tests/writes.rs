@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use app_operator::controller;
 use app_operator::guest;
-use app_operator::metrics::{MethodLabel, Metrics};
+use app_operator::metrics::{Metrics, RequestLabel, resource};
 use app_operator_e2e::appservice::{create, events_about, sample_named, wait_ready};
 use app_operator_e2e::operator::Operator;
 use app_operator_e2e::swap::{SwapOperator, push, wait_digest, with_custom_section};
@@ -18,25 +18,38 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::ListParams;
 use kube::{Api, Client, Resource, ResourceExt};
 
-/// Requests by method the controller sent so far.
-fn requests(metrics: &Metrics) -> BTreeMap<&'static str, u64> {
-    ["GET", "POST", "PUT", "PATCH", "DELETE"]
-        .into_iter()
-        .map(|method| {
+/// Requests the controller sent so far, by method and resource; the pairs never sent are left
+/// out.
+fn requests(metrics: &Metrics) -> BTreeMap<(&'static str, &'static str), u64> {
+    let mut out = BTreeMap::new();
+    for method in ["GET", "POST", "PUT", "PATCH", "DELETE", "OTHER"] {
+        for resource in resource::LABELS {
             let count = metrics
                 .kube_requests
-                .get_or_create(&MethodLabel { method })
+                .get_or_create(&RequestLabel { method, resource })
                 .get();
-            (method, count)
-        })
-        .collect()
+            if count > 0 {
+                out.insert((method, resource), count);
+            }
+        }
+    }
+    out
+}
+
+/// Requests with `method` the controller sent so far, whatever the resource.
+fn sent(metrics: &Metrics, method: &str) -> u64 {
+    requests(metrics)
+        .into_iter()
+        .filter(|((m, _), _)| *m == method)
+        .map(|(_, count)| count)
+        .sum()
 }
 
 /// Writes (every request but GET) the controller sent so far.
 fn writes(metrics: &Metrics) -> u64 {
     requests(metrics)
         .into_iter()
-        .filter(|(method, _)| *method != "GET")
+        .filter(|((method, _), _)| *method != "GET")
         .map(|(_, count)| count)
         .sum()
 }
@@ -92,7 +105,8 @@ async fn a_new_appservice_costs_its_applies_and_its_news() -> anyhow::Result<()>
     };
     let operator = Operator::start_configured(&client, guest::default_guest(), config).await?;
     let before = writes(&operator.metrics);
-    let reads_before = requests(&operator.metrics)["GET"];
+    let before_by_kind = requests(&operator.metrics);
+    let reads_before = sent(&operator.metrics, "GET");
 
     // NB: three at once, so that the echo check below does not hang on one race.
     let names = ["web-0", "web-1", "web-2"];
@@ -100,11 +114,15 @@ async fn a_new_appservice_costs_its_applies_and_its_news() -> anyhow::Result<()>
     // NB: anything still on its way (a late status, an Event) would be counted below.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
-    let by_method = requests(&operator.metrics);
+    let by_kind = requests(&operator.metrics);
     let written = writes(&operator.metrics) - before;
+    let patched = |resource| {
+        let key = ("PATCH", resource);
+        by_kind.get(&key).copied().unwrap_or(0) - before_by_kind.get(&key).copied().unwrap_or(0)
+    };
     let echoes = operator.metrics.child_echoes_skipped.get();
     eprintln!(
-        "{} new AppServices, converged and Ready: {written} writes ({by_method:?}), \
+        "{} new AppServices, converged and Ready: {written} writes ({by_kind:?}), \
          {echoes} echoes skipped",
         names.len()
     );
@@ -113,20 +131,29 @@ async fn a_new_appservice_costs_its_applies_and_its_news() -> anyhow::Result<()>
     // Service watch (or the AppService watch) shows what this process just wrote does not
     // write it again (controller/echo.rs `pending`, controller/written.rs); before those, 10
     // to 12 writes were counted here.
-    assert!(
-        written <= 3 * names.len() as u64,
-        "{written} writes: {by_method:?}"
+    let apps = names.len() as u64;
+    assert!(written <= 3 * apps, "{written} writes: {by_kind:?}");
+    assert_eq!(
+        (patched("deployments"), patched("services")),
+        (apps, apps),
+        "one apply per child: {by_kind:?}"
+    );
+    assert_eq!(
+        patched("appservices/status"),
+        apps,
+        "one status write per AppService, applied and ready in one: {by_kind:?}"
     );
     // NB: the children are created by create-only applies, which refuse an existing object: no
     // read before them (watches count once, when they open, before `reads_before`).
     assert_eq!(
-        by_method["GET"] - reads_before,
+        sent(&operator.metrics, "GET") - reads_before,
         0,
-        "no read for a new AppService's children: {by_method:?}"
+        "no read for a new AppService's children: {by_kind:?}"
     );
     assert_eq!(
-        by_method["POST"], 0,
-        "no Event for routine work: {by_method:?}"
+        sent(&operator.metrics, "POST"),
+        0,
+        "no Event for routine work: {by_kind:?}"
     );
     for name in names {
         let events = events_about(&client, ns.name(), name).await?;

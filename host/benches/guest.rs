@@ -34,7 +34,11 @@ fn main() {
         cache_dir: Some(cache.clone()),
         ..guest::Config::default()
     };
-    let wasm = guest::default_guest();
+    // NB: `APP_OPERATOR_BENCH_GUEST` names another build of the default policy to measure, for
+    // comparing guest build settings with one bench binary.
+    let other = std::env::var_os("APP_OPERATOR_BENCH_GUEST")
+        .map(|path| std::fs::read(path).expect("reads APP_OPERATOR_BENCH_GUEST"));
+    let wasm = other.as_deref().unwrap_or(guest::default_guest());
     println!(
         "guest runtime benchmark: sample {SAMPLE}, default guest {} bytes",
         wasm.len()

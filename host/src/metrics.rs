@@ -3,6 +3,8 @@
 //! Labels are fixed strings (an error kind, the guest digest), never object names, so the number
 //! of series stays bounded however many AppServices exist.
 
+pub mod resource;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -37,11 +39,14 @@ pub struct RuleLabel {
     pub rule: &'static str,
 }
 
-/// A label set holding an HTTP method.
+/// A label set holding an HTTP method and the resource the request is about.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct MethodLabel {
+pub struct RequestLabel {
     /// `GET`, `POST`, `PUT`, `PATCH`, `DELETE` or `OTHER`.
     pub method: &'static str,
+    /// `deployments`, `services`, `appservices`, `appservices/status`, `events`, `leases`,
+    /// `configmaps`, `namespaces`, `secrets` or `other` ([`resource::of`]).
+    pub resource: &'static str,
 }
 
 /// A label set naming a guest by digest and role.
@@ -78,8 +83,8 @@ pub struct Metrics {
     pub guest_rollbacks: Counter,
     /// Children of candidate guests sent to the API server as a server-side dry run.
     pub guest_dry_run_applies: Counter,
-    /// Requests sent to the Kubernetes API server, by method (watches are GETs).
-    pub kube_requests: Family<MethodLabel, Counter>,
+    /// Requests sent to the Kubernetes API server, by method (watches are GETs) and resource.
+    pub kube_requests: Family<RequestLabel, Counter>,
     /// Guest outputs the host refused, by the rule broken (one count per rule per render).
     pub output_refusals: Family<RuleLabel, Counter>,
     /// Child watch events dropped as echoes of the operator's own applies (no reconcile).
@@ -185,7 +190,7 @@ impl Metrics {
         );
         registry.register(
             "kube_requests",
-            "Requests sent to the Kubernetes API server, by method",
+            "Requests sent to the Kubernetes API server, by method and resource",
             m.kube_requests.clone(),
         );
         registry.register(
@@ -234,8 +239,9 @@ impl Metrics {
         self.guest_errors.get_or_create(&KindLabel { kind }).inc();
     }
 
-    /// Counts a request to the Kubernetes API server.
-    pub fn kube_request(&self, method: &http::Method) {
+    /// Counts a request to the Kubernetes API server: its method and the resource its `path`
+    /// names.
+    pub fn kube_request(&self, method: &http::Method, path: &str) {
         let method = match *method {
             http::Method::GET => "GET",
             http::Method::POST => "POST",
@@ -245,7 +251,10 @@ impl Metrics {
             _ => "OTHER",
         };
         self.kube_requests
-            .get_or_create(&MethodLabel { method })
+            .get_or_create(&RequestLabel {
+                method,
+                resource: resource::of(path),
+            })
             .inc();
     }
 
@@ -368,7 +377,10 @@ mod tests {
         metrics.reconcile_failed("apply");
         metrics.guest_failed("guest_trap");
         metrics.guests_active("sha256:abc", None);
-        metrics.kube_request(&http::Method::PATCH);
+        metrics.kube_request(
+            &http::Method::PATCH,
+            "/apis/apps/v1/namespaces/ns/deployments/web",
+        );
         metrics.output_refused(&["privileged", "service_type"]);
         let text = encode(&Arc::new(registry));
         assert!(text.contains("app_operator_reconciles_total 1"), "{text}");
@@ -376,7 +388,9 @@ mod tests {
         assert!(text.contains(r#"app_operator_guest_errors_total{kind="guest_trap"} 1"#));
         assert!(text.contains(r#"app_operator_guest_info{digest="sha256:abc",role="stable"} 1"#));
         assert!(text.contains("app_operator_reconcile_duration_seconds_count 1"));
-        assert!(text.contains(r#"app_operator_kube_requests_total{method="PATCH"} 1"#));
+        assert!(text.contains(
+            r#"app_operator_kube_requests_total{method="PATCH",resource="deployments"} 1"#
+        ));
         assert!(text.contains(r#"app_operator_output_refusals_total{rule="privileged"} 1"#));
     }
 }

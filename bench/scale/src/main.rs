@@ -15,7 +15,7 @@ mod prom;
 mod rounds;
 mod swap;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -176,6 +176,14 @@ async fn main() -> anyhow::Result<()> {
         "  API requests           {:>8}   ({by_method})",
         run.requests_by_method.iter().sum::<u64>()
     );
+    let writes = run
+        .writes
+        .iter()
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let per_app = run.writes.values().sum::<u64>() as f64 / args.count.max(1) as f64;
+    println!("  writes per AppService  {per_app:>8.2}   ({writes})");
     println!(
         "  peak RSS               {:>8.1} MiB",
         run.peak_rss_kib as f64 / 1024.0
@@ -213,6 +221,8 @@ struct Run {
     reconciles: u64,
     failures: u64,
     requests_by_method: [u64; 5],
+    /// Writes by method and resource (`"PATCH deployments"`).
+    writes: BTreeMap<String, u64>,
     peak_rss_kib: u64,
 }
 
@@ -260,6 +270,7 @@ async fn measure(
         reconciles: prom::sum(&metrics, "app_operator_reconciles_total", "") as u64,
         failures: prom::sum(&metrics, "app_operator_reconcile_errors_total", "") as u64,
         requests_by_method: prom::by_method(&metrics, "app_operator_kube_requests_total"),
+        writes: prom::writes_by_resource(&metrics, "app_operator_kube_requests_total"),
         peak_rss_kib: operator.peak_rss_kib()?,
     })
 }

@@ -1,5 +1,7 @@
 //! Reading the operator's Prometheus text output: counters and histogram quantiles.
 
+use std::collections::BTreeMap;
+
 /// The value of every sample of `name` (summed over labels) whose label text contains `filter`.
 pub(crate) fn sum(text: &str, name: &str, filter: &str) -> f64 {
     samples(text, name)
@@ -13,6 +15,31 @@ pub(crate) const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 /// Counter `name` summed per label `method="..."`, in the order of [`METHODS`].
 pub(crate) fn by_method(text: &str, name: &str) -> [u64; 5] {
     METHODS.map(|m| sum(text, name, &format!("method=\"{m}\"")) as u64)
+}
+
+/// Counter `name`'s writes (every method but GET) by method and resource, keyed
+/// `"PATCH deployments"`, from samples labelled with both; empty for a counter without a
+/// `resource` label (the Go seed's).
+pub(crate) fn writes_by_resource(text: &str, name: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (labels, value) in samples(text, name) {
+        let (Some(method), Some(resource)) = (label(labels, "method"), label(labels, "resource"))
+        else {
+            continue;
+        };
+        if method != "GET" && value > 0.0 {
+            *out.entry(format!("{method} {resource}")).or_default() += value as u64;
+        }
+    }
+    out
+}
+
+/// The value of label `key` in the label text `labels` (`method="GET",resource="x"`).
+fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
+    labels.split(',').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == key).then(|| v.trim_matches('"'))
+    })
 }
 
 /// `q`-quantile of histogram `name`, interpolated linearly inside the bucket like PromQL's
@@ -83,6 +110,10 @@ x_seconds_bucket{le=\"2.0\"} 10
 x_seconds_bucket{le=\"+Inf\"} 10
 req_total{method=\"GET\"} 7
 req_total{method=\"PATCH\"} 3
+res_total{method=\"GET\",resource=\"deployments\"} 2
+res_total{method=\"PATCH\",resource=\"deployments\"} 5
+res_total{method=\"PATCH\",resource=\"appservices/status\"} 4
+res_total{method=\"POST\",resource=\"events\"} 0
 plain 4
 ";
 
@@ -100,5 +131,18 @@ plain 4
         assert_eq!(sum(TEXT, "req_total", "PATCH"), 3.0);
         assert_eq!(sum(TEXT, "plain", ""), 4.0);
         assert_eq!(by_method(TEXT, "req_total"), [7, 0, 0, 3, 0]);
+    }
+
+    #[test]
+    fn writes_are_broken_down_by_resource() {
+        let writes = writes_by_resource(TEXT, "res_total");
+        assert_eq!(
+            writes.into_iter().collect::<Vec<_>>(),
+            [
+                ("PATCH appservices/status".to_owned(), 4),
+                ("PATCH deployments".to_owned(), 5)
+            ]
+        );
+        assert!(writes_by_resource(TEXT, "req_total").is_empty());
     }
 }

@@ -3,6 +3,7 @@
 //! goes first alternates (round 1 the Go seed, round 2 app-operator, ...). A table per round, then
 //! the median of each figure over the rounds and the ratio app-operator / Go seed.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -36,6 +37,9 @@ struct Figures {
     peak_rss_kib: u64,
     /// API requests by method, in the order of [`METHODS`].
     requests: [u64; 5],
+    /// Writes by method and resource (`"PATCH deployments"`); empty for the Go seed, whose
+    /// counter has no resource label.
+    writes: BTreeMap<String, u64>,
 }
 
 /// Runs `args.rounds` rounds with the Go seed binary `go_seed` and prints a table per round and
@@ -70,13 +74,18 @@ pub(crate) async fn run(
             "round {round} of {} ({first} first; load average {load} at the start):",
             args.rounds
         );
-        print_table(&go[go.len() - 1..], &ours[ours.len() - 1..], false);
+        print_table(
+            &go[go.len() - 1..],
+            &ours[ours.len() - 1..],
+            apps.len(),
+            false,
+        );
     }
     println!(
         "summary: median over {} round(s) of {} AppServices ({} in flight); ratio = app-operator / go-seed",
         args.rounds, args.count, args.concurrency
     );
-    print_table(&go, &ours, true);
+    print_table(&go, &ours, apps.len(), true);
     println!(
         "  load average: {load_start} at the start, {} at the end",
         load_average()
@@ -166,12 +175,13 @@ async fn measure(
         cpu_secs,
         peak_rss_kib,
         requests: prom::by_method(&metrics, contender.requests_metric),
+        writes: prom::writes_by_resource(&metrics, contender.requests_metric),
     })
 }
 
-/// Prints the median of each figure over `go` and `ours` (one round: its figures), and with
-/// `ratio` the ratio app-operator / go-seed.
-fn print_table(go: &[Figures], ours: &[Figures], ratio: bool) {
+/// Prints the median of each figure over `go` and `ours` (one round: its figures) for `count`
+/// AppServices, and with `ratio` the ratio app-operator / go-seed.
+fn print_table(go: &[Figures], ours: &[Figures], count: usize, ratio: bool) {
     println!(
         "  {:<28}{:>12}{:>14}{}",
         "",
@@ -217,6 +227,22 @@ fn print_table(go: &[Figures], ours: &[Figures], ratio: bool) {
             Some(f.requests[i] as f64)
         });
     }
+    let get = METHODS.iter().position(|m| *m == "GET");
+    row("writes per AppService", Unit::Ratio, &|f| {
+        let reads = get.map_or(0, |i| f.requests[i]);
+        Some((f.requests.iter().sum::<u64>() - reads) as f64 / count.max(1) as f64)
+    });
+    let kinds: BTreeSet<&String> = go
+        .iter()
+        .chain(ours)
+        .flat_map(|f| f.writes.keys())
+        .collect();
+    for kind in kinds {
+        row(&format!("  {kind}"), Unit::Ratio, &|f| {
+            let n = f.writes.get(kind).copied().unwrap_or(0);
+            (!f.writes.is_empty()).then(|| n as f64 / count.max(1) as f64)
+        });
+    }
 }
 
 /// How a figure is shown.
@@ -226,6 +252,8 @@ enum Unit {
     CpuSecs,
     Mib,
     Count,
+    /// A count per AppService.
+    Ratio,
 }
 
 impl Unit {
@@ -239,6 +267,7 @@ impl Unit {
             Unit::CpuSecs => format!("{v:.2} s"),
             Unit::Mib => format!("{v:.1} MiB"),
             Unit::Count => format!("{v:.0}"),
+            Unit::Ratio => format!("{v:.2}"),
         }
     }
 }

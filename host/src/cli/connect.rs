@@ -62,7 +62,7 @@ impl Connection {
         let metrics = metrics.cloned();
         let count = MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
             if let Some(metrics) = &metrics {
-                metrics.kube_request(request.method());
+                metrics.kube_request(request.method(), request.uri().path());
             }
             request
         });

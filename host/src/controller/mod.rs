@@ -7,6 +7,7 @@ mod child;
 mod echo;
 mod error;
 mod events;
+mod per_app;
 mod reconcile;
 mod reported;
 #[cfg(test)]
@@ -17,9 +18,8 @@ mod uptodate;
 mod watches;
 mod written;
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -45,7 +45,7 @@ use crate::namespaces;
 use crate::readiness::Readiness;
 use crate::swap;
 use apply::Children;
-use settle::Settling;
+use per_app::PerApp;
 use watches::SyncTracker;
 
 /// First retry delay after a failed reconcile; doubled on each further failure.
@@ -113,14 +113,9 @@ pub struct Context {
     pub levels: namespaces::Levels,
     /// The controller's settings.
     pub config: Config,
-    /// Consecutive failures per AppService, for the retry backoff.
-    failures: Mutex<HashMap<ObjectRef<AppService>, u32>>,
-    /// Rollouts whose status is held back for a moment.
-    settling: Settling,
-    /// The guest Events recorded last per AppService.
-    guest_events: reported::GuestEvents,
-    /// The status written last per AppService, while the cache is behind it.
-    written: written::WrittenStatus,
+    /// What is remembered per AppService between reconciles (failures, held statuses, guest
+    /// Events, the status written last), forgotten when it is deleted.
+    per_app: Arc<PerApp>,
     /// Becomes true once every watch cache has listed its objects.
     synced: watch::Receiver<bool>,
 }
@@ -140,35 +135,6 @@ impl Context {
     async fn caches_synced(&self) {
         // NB: fails only if the sender is gone, i.e. during shutdown.
         let _ = self.synced.clone().wait_for(|synced| *synced).await;
-    }
-
-    /// Counts a failure of `app` and returns how many happened in a row.
-    fn record_failure(&self, app: &AppService) -> u32 {
-        let mut failures = self
-            .failures
-            .lock()
-            .expect("failure map lock is never poisoned");
-        let count = failures.entry(ObjectRef::from_obj(app)).or_default();
-        *count = count.saturating_add(1);
-        *count
-    }
-
-    /// The AppServices whose last reconcile failed.
-    fn failing(&self) -> Vec<ObjectRef<AppService>> {
-        let failures = self
-            .failures
-            .lock()
-            .expect("failure map lock is never poisoned");
-        failures.keys().cloned().collect()
-    }
-
-    /// Resets the failure count of `app` after a success.
-    fn forget_failures(&self, app: &AppService) {
-        let mut failures = self
-            .failures
-            .lock()
-            .expect("failure map lock is never poisoned");
-        failures.remove(&ObjectRef::from_obj(app));
     }
 }
 
@@ -194,7 +160,7 @@ fn failed_on_return(
         }
     })
     .flat_map(move |()| {
-        let failing = ctx.failing();
+        let failing = ctx.per_app.failing();
         if !failing.is_empty() {
             info!(
                 count = failing.len(),
@@ -207,7 +173,7 @@ fn failed_on_return(
 
 /// Logs and counts a failed reconcile and schedules a retry with exponential backoff.
 pub fn error_policy(app: Arc<AppService>, error: &Error, ctx: Arc<Context>) -> Action {
-    let attempt = ctx.record_failure(&app);
+    let attempt = ctx.per_app.record_failure(&app);
     let delay = backoff(attempt);
     warn!(
         namespace = %app.namespace().unwrap_or_default(),
@@ -244,7 +210,14 @@ pub async fn run(
         &["appservices", "deployments", "services", "namespaces"],
         readiness,
     );
-    let (app_store, app_stream) = watches::apps(&client, ns, tracker.clone(), metrics.clone());
+    let per_app = Arc::new(PerApp::new(config.status_settle));
+    let (app_store, app_stream) = watches::apps(
+        &client,
+        ns,
+        tracker.clone(),
+        per_app.clone(),
+        metrics.clone(),
+    );
     let own_writes = Arc::<echo::OwnWrites>::default();
     let (deployments, deployment_stream) = watches::children::<Deployment>(
         &client,
@@ -281,11 +254,8 @@ pub async fn run(
         metrics,
         children,
         levels: namespaces::Levels::new(namespace_store),
-        settling: Settling::new(config.status_settle),
-        guest_events: reported::GuestEvents::default(),
-        written: written::WrittenStatus::default(),
+        per_app,
         config,
-        failures: Mutex::default(),
         synced: tracker.subscribe(),
     });
 

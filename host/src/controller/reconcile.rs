@@ -42,13 +42,12 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let _timer = ctx.metrics.reconcile_started();
     if app.meta().deletion_timestamp.is_some() {
         // NB: the children carry ownerReferences; the garbage collector removes them.
-        ctx.guest_events.forget(&app.uid().unwrap_or_default());
-        ctx.written.forget(&app);
+        ctx.per_app.forget(&app);
         return Ok(Action::await_change());
     }
     ctx.caches_synced().await;
     // NB: the cache may not show the status the last reconcile wrote yet; start from that one.
-    let app = ctx.written.latest(app);
+    let app = ctx.per_app.written.latest(app);
 
     let mut facts = Facts::default();
     let (policy, rendered) = render(&ctx, &app, &mut facts).await;
@@ -81,6 +80,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
         "guest rendered"
     );
     facts.guest = ctx
+        .per_app
         .guest_events
         .changed(&app.uid().unwrap_or_default(), &report.events);
 
@@ -107,7 +107,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let now = Timestamp::now();
     let desired = status::desired(&app, &outcome, now);
     let desired = status::with_guest(desired, &app, Some(&report.conditions), now);
-    let held = ctx.settling.hold(
+    let held = ctx.per_app.settling.hold(
         &ObjectRef::from_obj(&*app),
         !applied.changes.is_empty(),
         status::in_progress(&desired),
@@ -125,7 +125,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     // NB: the Events and the status are independent writes; send them at once.
     let ((), status) = tokio::join!(publish(&ctx, &app, &outcome, &facts), write);
     status?;
-    ctx.forget_failures(&app);
+    ctx.per_app.forget_failures(&app);
     Ok(Action::requeue(held.unwrap_or(ctx.config.resync)))
 }
 
@@ -226,7 +226,7 @@ async fn write_status(ctx: &Context, app: &AppService, desired: &AppServiceStatu
     api.patch_status(&name, &params, &patch)
         .await
         .map_err(|source| Error::Status { name, source })?;
-    ctx.written.wrote(app, desired.clone());
+    ctx.per_app.written.wrote(app, desired.clone());
     debug!(status = %status::summary(app, desired), "status written");
     Ok(())
 }

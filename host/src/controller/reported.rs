@@ -41,6 +41,17 @@ impl GuestEvents {
         self.lock().remove(uid);
     }
 
+    /// Keeps only the AppServices whose uid `keep` accepts (the others are gone).
+    pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.lock().retain(|uid, _| keep(uid));
+    }
+
+    /// How many AppServices have guest Events remembered.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, u64>> {
         // NB: a panic elsewhere cannot leave the map torn: it is only inserted into and removed
         // from.

@@ -3,7 +3,7 @@
 //! else, as kube-rs `controller-rs` does with its `ApiServerVerifier`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use http::request::Parts;
@@ -19,8 +19,8 @@ use tower_test::mock::{self, Handle};
 
 use super::apply::Children;
 use super::cache::{Cache, OwnerIndex};
-use super::settle::Settling;
-use super::{Config, Context, reported, written};
+use super::per_app::PerApp;
+use super::{Config, Context};
 use crate::consts::FIELD_MANAGER;
 use crate::crd::AppService;
 use crate::{guest, namespaces, swap};
@@ -79,11 +79,8 @@ impl Context {
             metrics: crate::metrics::Metrics::default(),
             children,
             levels: namespaces::Levels::new(reflector::store().0),
-            settling: Settling::new(config.status_settle),
-            guest_events: reported::GuestEvents::default(),
-            written: written::WrittenStatus::default(),
+            per_app: Arc::new(PerApp::new(config.status_settle)),
             config,
-            failures: Mutex::default(),
             synced: watch::channel(true).1,
         };
         (Arc::new(ctx), ApiServer(handle))

@@ -15,10 +15,6 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::crd::AppService;
 
-/// Entries kept before the ones whose window has ended are swept (AppServices deleted while
-/// settling leave theirs behind).
-const SWEEP_AT: usize = 1024;
-
 /// When each AppService's rollout started, while its status is held back.
 #[derive(Debug)]
 pub(super) struct Settling {
@@ -50,10 +46,6 @@ impl Settling {
             started.remove(app);
             return None;
         }
-        if started.len() >= SWEEP_AT {
-            let window = self.window;
-            started.retain(|_, since| now.duration_since(*since) < window);
-        }
         if changed {
             started.entry(app.clone()).or_insert(now);
         }
@@ -64,6 +56,17 @@ impl Settling {
             return None;
         }
         left
+    }
+
+    /// Keeps only the AppServices `keep` accepts (the others are gone).
+    pub(super) fn retain(&self, keep: impl Fn(&ObjectRef<AppService>) -> bool) {
+        self.lock().retain(|app, _| keep(app));
+    }
+
+    /// How many AppServices have their status held back.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.lock().len()
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<ObjectRef<AppService>, Instant>> {
@@ -128,16 +131,5 @@ mod tests {
             Settling::new(Duration::ZERO).hold(&app(), true, true, t0),
             None
         );
-    }
-
-    #[test]
-    fn windows_left_behind_are_swept() {
-        let s = Settling::new(WINDOW);
-        let t0 = Instant::now();
-        for i in 0..SWEEP_AT {
-            s.hold(&ObjectRef::new(&format!("a{i}")), true, true, t0);
-        }
-        s.hold(&app(), true, true, t0 + WINDOW);
-        assert_eq!(s.lock().len(), 1);
     }
 }

@@ -18,6 +18,7 @@ use tracing::{info, warn};
 use super::cache::{Cache, OwnerIndex};
 use super::child::ChildKind;
 use super::echo::OwnWrites;
+use super::per_app::PerApp;
 use crate::backoff::WatchBackoff;
 use crate::crd::AppService;
 use crate::error_chain;
@@ -105,11 +106,13 @@ fn without_errors<T>(item: &Result<T, watcher::Error>) -> future::Ready<bool> {
     future::ready(item.is_ok())
 }
 
-/// The AppService cache and the stream of AppServices whose generation or labels changed.
+/// The AppService cache and the stream of AppServices whose generation or labels changed; what
+/// `per_app` remembers of an AppService is forgotten when the watch sees it go.
 pub(super) fn apps(
     client: &Client,
     namespace: Option<&str>,
     tracker: Arc<SyncTracker>,
+    per_app: Arc<PerApp>,
     metrics: Metrics,
 ) -> (
     Store<AppService>,
@@ -125,6 +128,7 @@ pub(super) fn apps(
     // NB: the controller never reads managedFields; they are most of a small object's size.
     .modify(|app| app.managed_fields_mut().clear())
     .reflect(writer)
+    .inspect_ok(per_app.on_app_event(store.clone()))
     .inspect_ok(SyncTracker::on_listed(tracker, "appservices"))
     .applied_objects()
     // NB: status writes do not bump the generation; without this filter every status write

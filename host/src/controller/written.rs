@@ -62,6 +62,17 @@ impl WrittenStatus {
         self.lock().remove(&ObjectRef::from_obj(app));
     }
 
+    /// Keeps only the AppServices `keep` accepts (the others are gone).
+    pub(super) fn retain(&self, keep: impl Fn(&ObjectRef<AppService>) -> bool) {
+        self.lock().retain(|app, _| keep(app));
+    }
+
+    /// How many AppServices have a status remembered.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.lock().len()
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<ObjectRef<AppService>, Written>> {
         self.0
             .lock()
