@@ -22,27 +22,19 @@ pub mod bindings {
 use bindings::exports::kudevops::appservice::policy::{
     AppService, DesiredObject, Guest, PolicyError,
 };
-use bindings::kudevops::appservice::host::{LogLevel, log};
 
 /// The default policy.
 struct DefaultPolicy;
 
+// NB: the policy calls no host function, not even `host.log`: wit-component lowers an import
+// that takes a string through two extra core modules (a shim and its fixups), which every fresh
+// instance would pay for, a fifth of a call (docs/development.md, "Guest call benchmark"). The
+// host logs what came back ("guest rendered"); a panic, which the checks in `render` leave no
+// room for, traps without a message.
 impl Guest for DefaultPolicy {
     fn render(app: AppService) -> Result<Vec<DesiredObject>, PolicyError> {
-        route_panics_to_log();
-        let objects = render::render(&app)?;
-        log(LogLevel::Debug, &render::summary(&objects));
-        Ok(objects)
+        render::render(&app)
     }
-}
-
-/// Sends panic messages to the host's log: the sandbox has no stderr, and the host reports the
-/// last error line with the trap.
-fn route_panics_to_log() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        std::panic::set_hook(Box::new(|info| log(LogLevel::Error, &info.to_string())))
-    });
 }
 
 // NB: native builds (unit tests, clippy) skip the export: its symbol names only link as wasm.

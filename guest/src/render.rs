@@ -46,18 +46,6 @@ pub fn render(app: &AppService) -> Result<Vec<DesiredObject>, PolicyError> {
     Ok(objects)
 }
 
-/// One log line describing what was rendered, e.g. `rendered Deployment/nginx Service/nginx`.
-pub fn summary(objects: &[DesiredObject]) -> String {
-    let mut line = String::from("rendered");
-    for o in objects {
-        line.push(' ');
-        line.push_str(&o.kind);
-        line.push('/');
-        line.push_str(&o.name);
-    }
-    line
-}
-
 /// Rejects specs that would render objects Kubernetes refuses, with the offending field.
 fn check(app: &AppService) -> Result<(), PolicyError> {
     let invalid = |msg: String| Err(PolicyError::InvalidSpec(msg));

@@ -20,8 +20,11 @@ const SAMPLE: &str = "../config/samples/apps_v1alpha1_appservice.yaml";
 const WARMUP: usize = 1_000;
 const CALLS: usize = 20_000;
 const LOADS: usize = 10;
-/// Alternated rounds of the with/without output policy comparison.
-const ROUNDS: usize = 3;
+/// Alternated rounds of the fresh-Store calls, the native mapping and the output policy.
+const ROUNDS: usize = 5;
+
+/// p50, p99 and max of one contender's timed calls.
+type Sample = (Duration, Duration, Duration);
 /// Calls, warm-up calls and precompiled loads of each big (Python, JavaScript) guest.
 const BIG_CALLS: usize = 500;
 const BIG_WARMUP: usize = 20;
@@ -34,11 +37,7 @@ fn main() {
         cache_dir: Some(cache.clone()),
         ..guest::Config::default()
     };
-    // NB: `APP_OPERATOR_BENCH_GUEST` names another build of the default policy to measure, for
-    // comparing guest build settings with one bench binary.
-    let other = std::env::var_os("APP_OPERATOR_BENCH_GUEST")
-        .map(|path| std::fs::read(path).expect("reads APP_OPERATOR_BENCH_GUEST"));
-    let wasm = other.as_deref().unwrap_or(guest::default_guest());
+    let wasm = guest::default_guest();
     println!(
         "guest runtime benchmark: sample {SAMPLE}, default guest {} bytes",
         wasm.len()
@@ -65,27 +64,48 @@ fn main() {
         ms(load)
     );
 
-    let policy = guest::Runtime::new(guest::Config::default())
-        .expect("valid")
-        .load_blocking(wasm)
-        .expect("loads");
-    let call = percentiles(|| policy.bench_call(&app).expect("renders"));
-    // NB: alternated in blocks so that machine noise hits both sides of the ratio alike.
-    let (mut unadmitted, mut render) = (Vec::new(), Vec::new());
+    let load = |wasm: &[u8]| {
+        guest::Runtime::new(guest::Config::default())
+            .expect("valid")
+            .load_blocking(wasm)
+            .expect("loads")
+    };
+    let policy = load(wasm);
+    // NB: `APP_OPERATOR_BENCH_GUEST` names another build of the default policy (other build
+    // settings, a variant of its source), measured in the same rounds as the embedded one.
+    let variant = std::env::var_os("APP_OPERATOR_BENCH_GUEST").map(|path| {
+        let bytes = std::fs::read(&path).expect("reads APP_OPERATOR_BENCH_GUEST");
+        println!("variant guest: {}, {} bytes", path.display(), bytes.len());
+        load(&bytes)
+    });
+    // NB: every contender runs once per round, in turn, so that machine noise (these are shared
+    // VMs) hits all of them alike; each is reported by its best round.
+    let mut rounds = Rounds::default();
     for _ in 0..ROUNDS {
-        unadmitted.push(percentiles(|| {
+        rounds
+            .call
+            .push(percentiles(|| policy.bench_call(&app).expect("renders")));
+        if let Some(variant) = &variant {
+            rounds
+                .variant
+                .push(percentiles(|| variant.bench_call(&app).expect("renders")));
+        }
+        rounds.native.push(percentiles(|| {
+            app_operator_guest::render::render(&to_native(&app))
+                .expect("renders")
+                .len()
+        }));
+        rounds.unadmitted.push(percentiles(|| {
             policy.bench_render_unadmitted(&app).expect("renders")
         }));
-        render.push(percentiles(|| {
+        rounds.render.push(percentiles(|| {
             policy.render_blocking(&app, None).expect("renders").len()
         }));
     }
-    let (unadmitted, render) = (best(&unadmitted), best(&render));
-    let native = percentiles(|| {
-        app_operator_guest::render::render(&to_native(&app))
-            .expect("renders")
-            .len()
-    });
+    let native = best(&rounds.native);
+    let call = best(&rounds.call);
+    let (unadmitted, render) = (best(&rounds.unadmitted), best(&rounds.render));
+    println!("best of {ROUNDS} alternated rounds each:");
     report(
         "guest call, fresh Store (convert + instantiate + call + drop)",
         call,
@@ -99,8 +119,8 @@ fn main() {
         render,
     );
     println!(
-        "ratio with / without the output policy at p50: {:.2}x (best of {ROUNDS} alternated rounds each)",
-        render.0.as_secs_f64() / unadmitted.0.as_secs_f64()
+        "ratio with / without the output policy at p50: {:.2}x",
+        ratio(render, unadmitted)
     );
     report(
         "native mapping (convert + same Rust code, no sandbox)",
@@ -108,8 +128,17 @@ fn main() {
     );
     println!(
         "ratio guest call / native at p50: {:.1}x",
-        call.0.as_secs_f64() / native.0.as_secs_f64()
+        ratio(call, native)
     );
+    if !rounds.variant.is_empty() {
+        let variant = best(&rounds.variant);
+        report("variant guest call, fresh Store", variant);
+        println!(
+            "ratio variant guest call / native at p50: {:.1}x; variant / embedded: {:.2}x",
+            ratio(variant, native),
+            ratio(variant, call)
+        );
+    }
     for name in ["python", "javascript"] {
         big_guest(name, &app, &cache);
     }
@@ -233,16 +262,12 @@ fn median(samples: impl Iterator<Item = Duration>) -> Duration {
 }
 
 /// (p50, p99, max) of `CALLS` timed calls after `WARMUP` untimed ones.
-fn percentiles(f: impl FnMut() -> usize) -> (Duration, Duration, Duration) {
+fn percentiles(f: impl FnMut() -> usize) -> Sample {
     sample(WARMUP, CALLS, f)
 }
 
 /// (p50, p99, max) of `calls` timed calls after `warmup` untimed ones.
-fn sample(
-    warmup: usize,
-    calls: usize,
-    mut f: impl FnMut() -> usize,
-) -> (Duration, Duration, Duration) {
+fn sample(warmup: usize, calls: usize, mut f: impl FnMut() -> usize) -> Sample {
     for _ in 0..warmup {
         black_box(f());
     }
@@ -251,15 +276,30 @@ fn sample(
     (v[calls / 2], v[calls * 99 / 100], v[calls - 1])
 }
 
+/// Each contender's (p50, p99, max) per round.
+#[derive(Default)]
+struct Rounds {
+    call: Vec<Sample>,
+    variant: Vec<Sample>,
+    native: Vec<Sample>,
+    unadmitted: Vec<Sample>,
+    render: Vec<Sample>,
+}
+
+/// The ratio of two samples' p50.
+fn ratio(a: Sample, b: Sample) -> f64 {
+    a.0.as_secs_f64() / b.0.as_secs_f64()
+}
+
 /// The round with the lowest p50.
-fn best(rounds: &[(Duration, Duration, Duration)]) -> (Duration, Duration, Duration) {
+fn best(rounds: &[Sample]) -> Sample {
     *rounds
         .iter()
         .min_by_key(|r| r.0)
         .expect("at least one round")
 }
 
-fn report(what: &str, (p50, p99, max): (Duration, Duration, Duration)) {
+fn report(what: &str, (p50, p99, max): Sample) {
     println!(
         "{what}, {CALLS} calls: p50 {} p99 {} max {}",
         us(p50),

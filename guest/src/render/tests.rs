@@ -84,7 +84,6 @@ fn sample_renders_deployment_and_nodeport_service() {
             "spec": {"type": "NodePort", "selector": {"app": "nginx"},
             "ports": [{"name": "http", "port": 80, "targetPort": 80, "nodePort": 30080}]}})
     );
-    assert_eq!(summary(&objects), "rendered Deployment/nginx Service/nginx");
 }
 
 #[test]

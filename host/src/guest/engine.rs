@@ -26,8 +26,9 @@ pub(super) fn build(config: &Config, instances: usize) -> Result<Engine, Error> 
     let instances = u32::try_from(instances).unwrap_or(u32::MAX / 8);
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
-        // NB: a wasm32-wasip2 component has 3 core modules (the module, wit-component's shim
-        // and fixups), one memory and two tables; componentize-py's has 14 core modules (CPython
+        // NB: a wasm32-wasip2 component that imports a host function has 3 core modules (the
+        // module, wit-component's shim and fixups; the default guest, importing none, has 1),
+        // one memory and two tables; componentize-py's has 14 core modules (CPython
         // and its libraries, one memory of 12.4 MiB, tables of 5672 and 88 elements) and
         // ComponentizeJS's 4 (9.1 MiB, 7689 elements). With 8 per instance, a third Python call
         // at once found the pool exhausted.
