@@ -5,10 +5,10 @@
 //! definition here resolves it at link time, and wasm-component-ld then finds no WASI import to
 //! put in the component. The default guest only reaches these through std's default panic hook
 //! (writing the message to stderr) and the allocation-failure message; either way the call would
-//! end in a trap. Without them the component has 1 import instead of 20, and a fresh instance per call
-//! costs about 1.4 µs less (10.4 to 9.0 µs p50 in `make bench`, docs/development.md, "Guest
-//! call benchmark"). A toolchain whose wasi-libc renames a symbol brings the import back: the guest
-//! then still works, and only pays for the import again.
+//! end in a trap. Without them the component has no WASI import instead of 19, and a fresh
+//! instance per call costs about 1.4 µs less (10.4 to 9.0 µs p50 in `make bench`,
+//! docs/development.md, "Guest call benchmark"). A toolchain whose wasi-libc renames a symbol
+//! brings the import back: the guest then still works, and only pays for the import again.
 
 #![allow(missing_docs)]
 

@@ -12,27 +12,22 @@ const HOSTILE: &[u8] = include_bytes!(env!("APP_OPERATOR_HOSTILE_GUEST"));
 const DEADLINE: Duration = Duration::from_millis(50);
 const MEMORY: usize = 16 << 20;
 
-static RUNTIME: LazyLock<guest::Runtime> = LazyLock::new(|| {
+static RUNTIME: LazyLock<guest::Runtime> = LazyLock::new(|| runtime(DEADLINE));
+
+/// A runtime with the tests' memory limit and `deadline`.
+fn runtime(deadline: Duration) -> guest::Runtime {
     let config = guest::Config {
-        deadline: DEADLINE,
+        deadline,
         memory_limit: MEMORY,
         ..guest::Config::default()
     };
     guest::Runtime::new(config).expect("test config is valid")
-});
+}
 
 /// The hostile guest with a deadline the output floods cannot miss on a loaded machine: they test
 /// the output budgets, not the deadline (2000 writes took over 50 ms while other tests ran).
 fn hostile_without_hurry() -> guest::Policy {
-    let config = guest::Config {
-        deadline: Duration::from_secs(10),
-        memory_limit: MEMORY,
-        ..guest::Config::default()
-    };
-    guest::Runtime::new(config)
-        .expect("test config is valid")
-        .load_blocking(HOSTILE)
-        .expect("the hostile guest loads")
+    load_hostile(&runtime(Duration::from_secs(10)))
 }
 
 fn app(name: &str) -> AppService {
@@ -49,7 +44,11 @@ fn app(name: &str) -> AppService {
 }
 
 fn hostile() -> guest::Policy {
-    RUNTIME
+    load_hostile(&RUNTIME)
+}
+
+fn load_hostile(runtime: &guest::Runtime) -> guest::Policy {
+    runtime
         .load_blocking(HOSTILE)
         .expect("the hostile guest loads")
 }
