@@ -28,7 +28,8 @@ main() {
   local target="${CARGO_TARGET_DIR:-$ROOT/target}/release"
   mkdir -p .work
   cd .work
-  OPERATOR_BIN="$target/app-operator" GO_SEED_BIN="$go_seed" "$target/bench-scale" "$@"
+  OPERATOR_BIN="$target/app-operator" GO_SEED_BIN="$go_seed" FLOOR_BIN="$target/kube-rs-floor" \
+    "$target/bench-scale" "$@"
 }
 
 main "$@"

@@ -1,5 +1,5 @@
-//! The operators the benchmark runs, each as a child process: app-operator and the Go seed peer
-//! (`bench/peers/go-seed`), described by a [`Contender`] and run as the e2e crate's
+//! The operators the benchmark runs, each as a child process: app-operator, the Go seed peer
+//! (`bench/peers/go-seed`) and the kube-rs floor (`src/bin/kube-rs-floor.rs`), described by a [`Contender`] and run as the e2e crate's
 //! [`OperatorProcess`].
 
 use std::path::{Path, PathBuf};
@@ -85,6 +85,30 @@ impl Contender {
             // NB: controller-runtime registers client-go's request counter under this name
             // (pkg/metrics/client_go_adapter.go), labelled code, method and host.
             requests_metric: "rest_client_requests_total",
+            writes_status: false,
+        }
+    }
+
+    /// The kube-rs floor `program` (the Go seed's work on app-operator's client stack) for
+    /// namespace `ns`.
+    pub(crate) fn floor(program: &Path, args: &Args, ns: &str) -> Self {
+        let args_of = [
+            "--namespace",
+            ns,
+            "--metrics-addr",
+            &args.floor_metrics_addr,
+            "--probe-addr",
+            &args.floor_probe_addr,
+        ];
+        Self {
+            name: "kube-rs-floor",
+            program: program.to_owned(),
+            args: args_of.map(str::to_owned).to_vec(),
+            env: Vec::new(),
+            probe_addr: args.floor_probe_addr.clone(),
+            metrics_addr: args.floor_metrics_addr.clone(),
+            // NB: it counts its requests with app-operator's own client layer.
+            requests_metric: "app_operator_kube_requests_total",
             writes_status: false,
         }
     }

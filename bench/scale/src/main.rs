@@ -56,6 +56,9 @@ struct Args {
     /// needed unless `--rounds 0`.
     #[arg(long, env = "GO_SEED_BIN")]
     go_seed: Option<PathBuf>,
+    /// The kube-rs floor's binary (built beside this one): when given, the rounds run it too.
+    #[arg(long, env = "FLOOR_BIN")]
+    floor: Option<PathBuf>,
     /// Rounds side by side with the Go seed operator (0: none).
     #[arg(long, env = "ROUNDS", default_value_t = 3)]
     rounds: usize,
@@ -74,6 +77,12 @@ struct Args {
     /// Address for the Go seed operator's probes.
     #[arg(long, default_value = "127.0.0.1:18091")]
     peer_probe_addr: String,
+    /// Address for the kube-rs floor's metrics endpoint.
+    #[arg(long, default_value = "127.0.0.1:18092")]
+    floor_metrics_addr: String,
+    /// Address for the kube-rs floor's probes.
+    #[arg(long, default_value = "127.0.0.1:18093")]
+    floor_probe_addr: String,
     /// Skip the no-operator baseline.
     #[arg(long)]
     skip_baseline: bool,

@@ -1,7 +1,8 @@
-//! Rounds side by side: in each, the Go seed operator and app-operator create the children of the
-//! same COUNT AppServices, each alone on the cluster in a fresh namespace of its own; the one that
-//! goes first alternates (round 1 the Go seed, round 2 app-operator, ...). A table per round, then
-//! the median of each figure over the rounds and the ratio app-operator / Go seed.
+//! Rounds side by side: in each, the Go seed operator, the kube-rs floor (when built) and
+//! app-operator create the children of the same COUNT AppServices, each alone on the cluster in a
+//! fresh namespace of its own; the order alternates (odd rounds: Go seed, floor, app-operator;
+//! even rounds the reverse). A table per round, then the median of each figure over the rounds and
+//! the ratios to the Go seed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -17,12 +18,27 @@ use crate::prom::{self, METHODS};
 use crate::{Args, Stores, create_apps, delete_namespace, http_get, load_average};
 use app_operator_e2e::process::OperatorProcess;
 
-/// The two contenders, in the order of round 1.
+/// The contenders, in the order of round 1; the index of each in [`Runs`].
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Which {
-    GoSeed,
-    Ours,
+    GoSeed = 0,
+    Floor = 1,
+    Ours = 2,
 }
+
+impl Which {
+    /// The contender's name, as [`Contender`] has it.
+    fn name(self) -> &'static str {
+        match self {
+            Which::GoSeed => "go-seed",
+            Which::Floor => "kube-rs-floor",
+            Which::Ours => "app-operator",
+        }
+    }
+}
+
+/// Each contender's figures, one per round it ran, indexed by [`Which`].
+type Runs = [Vec<Figures>; 3];
 
 /// What one contender's run measured, each figure read when the last of the times is reached.
 struct Figures {
@@ -42,8 +58,8 @@ struct Figures {
     writes: BTreeMap<String, u64>,
 }
 
-/// Runs `args.rounds` rounds with the Go seed binary `go_seed` and prints a table per round and
-/// the summary.
+/// Runs `args.rounds` rounds with the Go seed binary `go_seed` (and the kube-rs floor when
+/// `args.floor` names it) and prints a table per round and the summary.
 pub(crate) async fn run(
     client: &Client,
     args: &Args,
@@ -51,41 +67,37 @@ pub(crate) async fn run(
     go_seed: &Path,
 ) -> anyhow::Result<()> {
     let load_start = load_average();
-    let (mut go, mut ours) = (Vec::new(), Vec::new());
+    let mut runs: Runs = Default::default();
+    let contenders: Vec<Which> = [Which::GoSeed, Which::Floor, Which::Ours]
+        .into_iter()
+        .filter(|w| *w != Which::Floor || args.floor.is_some())
+        .collect();
     for round in 1..=args.rounds {
-        let order = if round % 2 == 1 {
-            [Which::GoSeed, Which::Ours]
-        } else {
-            [Which::Ours, Which::GoSeed]
-        };
-        let load = load_average();
-        for which in order {
-            let figures = one(client, args, apps, go_seed, which, round).await?;
-            match which {
-                Which::GoSeed => go.push(figures),
-                Which::Ours => ours.push(figures),
-            }
+        let mut order = contenders.clone();
+        if round % 2 == 0 {
+            order.reverse();
         }
-        let first = match order[0] {
-            Which::GoSeed => "go-seed",
-            Which::Ours => "app-operator",
-        };
+        let load = load_average();
+        for &which in &order {
+            let figures = one(client, args, apps, go_seed, which, round).await?;
+            runs[which as usize].push(figures);
+        }
         println!(
-            "round {round} of {} ({first} first; load average {load} at the start):",
-            args.rounds
+            "round {round} of {} ({} first; load average {load} at the start):",
+            args.rounds,
+            order[0].name()
         );
         print_table(
-            &go[go.len() - 1..],
-            &ours[ours.len() - 1..],
+            runs.each_ref().map(|r| &r[r.len().saturating_sub(1)..]),
             apps.len(),
             false,
         );
     }
     println!(
-        "summary: median over {} round(s) of {} AppServices ({} in flight); ratio = app-operator / go-seed",
+        "summary: median over {} round(s) of {} AppServices ({} in flight); ratio = contender / go-seed",
         args.rounds, args.count, args.concurrency
     );
-    print_table(&go, &ours, apps.len(), true);
+    print_table(runs.each_ref().map(Vec::as_slice), apps.len(), true);
     println!(
         "  load average: {load_start} at the start, {} at the end",
         load_average()
@@ -106,6 +118,13 @@ async fn one(
     let ns = TestNamespace::create(client, "bench-rounds").await?;
     let contender = match which {
         Which::GoSeed => Contender::go_seed(go_seed, args, ns.name()),
+        Which::Floor => Contender::floor(
+            args.floor
+                .as_deref()
+                .expect("the floor runs only when given"),
+            args,
+            ns.name(),
+        ),
         Which::Ours => Contender::app_operator(args, ns.name()),
     };
     let log = format!("bench-scale-round{round}-{}.log", contender.name);
@@ -179,24 +198,36 @@ async fn measure(
     })
 }
 
-/// Prints the median of each figure over `go` and `ours` (one round: its figures) for `count`
-/// AppServices, and with `ratio` the ratio app-operator / go-seed.
-fn print_table(go: &[Figures], ours: &[Figures], count: usize, ratio: bool) {
+/// Prints the median of each figure over each contender's `runs` (one round: its figures) for
+/// `count` AppServices, a contender that did not run shown `-`, and with `ratio` the ratios
+/// app-operator / go-seed and kube-rs floor / go-seed.
+fn print_table(runs: [&[Figures]; 3], count: usize, ratio: bool) {
+    let [go, floor, ours] = runs;
     println!(
-        "  {:<28}{:>12}{:>14}{}",
+        "  {:<28}{:>12}{:>15}{:>14}{}",
         "",
         "go-seed",
+        "kube-rs-floor",
         "app-operator",
-        if ratio { "       ratio" } else { "" }
+        if ratio { "   ours/go  floor/go" } else { "" }
     );
     let row = |label: &str, unit: Unit, of: &dyn Fn(&Figures) -> Option<f64>| {
-        let (g, o) = (median(go.iter().map(of)), median(ours.iter().map(of)));
-        let r = match (g, o) {
-            (Some(g), Some(o)) if ratio && g > 0.0 => format!("{:>12.2}", o / g),
-            _ if ratio => format!("{:>12}", "-"),
-            _ => String::new(),
+        let [g, f, o] = [go, floor, ours].map(|r| median(r.iter().map(of)));
+        let over_go = |x: Option<f64>| match (g, x) {
+            (Some(g), Some(x)) if g > 0.0 => format!("{:>10.2}", x / g),
+            _ => format!("{:>10}", "-"),
         };
-        println!("  {label:<28}{:>12}{:>14}{r}", unit.show(g), unit.show(o));
+        let ratios = if ratio {
+            format!("{}{}", over_go(o), over_go(f))
+        } else {
+            String::new()
+        };
+        println!(
+            "  {label:<28}{:>12}{:>15}{:>14}{ratios}",
+            unit.show(g),
+            unit.show(f),
+            unit.show(o)
+        );
     };
     row("all children exist", Unit::Secs, &|f| {
         Some(f.children.as_secs_f64())
@@ -209,7 +240,7 @@ fn print_table(go: &[Figures], ours: &[Figures], count: usize, ratio: bool) {
         let o = median(ours.iter().map(|f| f.statuses.map(|d| d.as_secs_f64())));
         if let (Some(g), Some(o)) = (g, o) {
             println!(
-                "  {:<54}{:>12.2}",
+                "  {:<69}{:>10.2}",
                 "  app-operator statuses / go-seed children",
                 o / g
             );
@@ -232,9 +263,9 @@ fn print_table(go: &[Figures], ours: &[Figures], count: usize, ratio: bool) {
         let reads = get.map_or(0, |i| f.requests[i]);
         Some((f.requests.iter().sum::<u64>() - reads) as f64 / count.max(1) as f64)
     });
-    let kinds: BTreeSet<&String> = go
+    let kinds: BTreeSet<&String> = runs
         .iter()
-        .chain(ours)
+        .flat_map(|r| r.iter())
         .flat_map(|f| f.writes.keys())
         .collect();
     for kind in kinds {
