@@ -333,17 +333,19 @@ pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("no {field} in /proc/{pid}/status"))
 }
 
-/// CPU time process `pid` has used so far, user plus system, all threads, in seconds.
+/// CPU time process `pid` has used so far, user plus system, all threads, in seconds, with
+/// that of the child processes it has waited for (app-operator's guest compiles).
 pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     Ok(cpu_ticks(&stat)? as f64 / clock_ticks()?)
 }
 
-/// utime + stime, in clock ticks, from the text of `/proc/<pid>/stat`.
+/// utime + stime + cutime + cstime, in clock ticks, from the text of `/proc/<pid>/stat`.
 fn cpu_ticks(stat: &str) -> anyhow::Result<u64> {
     // NB: field 2, the command name, is in parentheses and may hold spaces; the fields after
-    // it start with field 3 (state), so utime and stime (fields 14 and 15) are the 12th and
-    // 13th after the last ')'.
+    // it start with field 3 (state), so utime, stime, cutime and cstime (fields 14 to 17) are
+    // the 12th to 15th after the last ')'. The children's times count only once the child has
+    // exited and been waited for, which is when a guest compile child has done its work.
     let rest = stat
         .rsplit_once(')')
         .context("no ')' in /proc/<pid>/stat")?
@@ -355,7 +357,7 @@ fn cpu_ticks(stat: &str) -> anyhow::Result<u64> {
             .context("/proc/<pid>/stat too short")?
             .parse()?)
     };
-    Ok(field(11)? + field(12)?)
+    Ok(field(11)? + field(12)? + field(13)? + field(14)?)
 }
 
 /// Clock ticks per second (`getconf CLK_TCK`), the unit of `/proc/<pid>/stat`'s times.
@@ -419,9 +421,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cpu_ticks_are_utime_plus_stime_after_the_command_name() {
-        let stat = "4242 (tokio (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 153 47 0 0 20 0 9 0";
-        assert_eq!(cpu_ticks(stat).unwrap(), 200);
+    fn cpu_ticks_are_the_process_and_its_waited_children_after_the_command_name() {
+        let stat = "4242 (tokio (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 153 47 20 5 20 0 9 0";
+        assert_eq!(cpu_ticks(stat).unwrap(), 225);
     }
 
     #[test]

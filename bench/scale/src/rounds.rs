@@ -47,7 +47,7 @@ struct Figures {
     /// Until every AppService has a status with observedGeneration = generation; `None` for an
     /// operator that writes no status.
     statuses: Option<Duration>,
-    /// CPU seconds (user + system) the operator used, from its start.
+    /// CPU seconds (user + system) the operator used from its start, with its waited children.
     cpu_secs: f64,
     /// Peak RSS (VmHWM), KiB.
     peak_rss_kib: u64,

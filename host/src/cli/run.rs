@@ -117,6 +117,10 @@ pub struct Args {
     /// back waiting for readiness, so that both are one status write (0: write every step).
     #[arg(long, env = "APP_OPERATOR_STATUS_SETTLE_MS", default_value_t = 2000)]
     pub status_settle_ms: u64,
+    /// How long, in milliseconds, a reconcile request waits for more changes of the same
+    /// AppService (its children's status updates come in bursts) before it runs (0: at once).
+    #[arg(long, env = "APP_OPERATOR_RECONCILE_DEBOUNCE_MS", default_value_t = controller::DEFAULT_DEBOUNCE.as_millis() as u64)]
+    pub reconcile_debounce_ms: u64,
     /// Longest time a request to the API server other than a watch may take, in seconds; one
     /// that takes longer fails and counts as the API server being unreachable.
     #[arg(long, env = "APP_OPERATOR_API_TIMEOUT_SECS", default_value_t = reachability::DEFAULT_REQUEST_TIMEOUT.as_secs())]
@@ -350,6 +354,7 @@ impl Args {
             concurrency: self.concurrency,
             resync: Duration::from_secs(self.resync_secs),
             status_settle: Duration::from_millis(self.status_settle_ms),
+            debounce: Duration::from_millis(self.reconcile_debounce_ms),
             ..controller::Config::default()
         }
     }

@@ -53,6 +53,10 @@ const BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Longest retry delay after failed reconciles.
 const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
+/// [`Config::debounce`] by default: at 1000 new AppServices, 43 % fewer reconciles and 16 %
+/// less CPU than none, with every status as soon (docs/development.md).
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(500);
+
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -67,6 +71,11 @@ pub struct Config {
     /// Longest time the status of a rollout that has just started is held back, waiting for
     /// readiness, so that both become one status write (zero: write every step).
     pub status_settle: Duration,
+    /// How long a reconcile request waits for more of the same AppService before it runs
+    /// (kube-runtime's trailing-edge debounce; zero: at once). A new Deployment's status
+    /// changes several times within a second (observed, replica set created, pods starting);
+    /// each used to cost a reconcile and a guest call that wrote nothing.
+    pub debounce: Duration,
 }
 
 impl Config {
@@ -93,6 +102,7 @@ impl Default for Config {
             resync: Duration::from_secs(600),
             reporter: "app-operator".into(),
             status_settle: Duration::from_secs(2),
+            debounce: DEFAULT_DEBOUNCE,
         }
     }
 }
@@ -244,7 +254,7 @@ pub async fn run(
         own_writes,
     };
     let recorder = config.recorder(&client);
-    let concurrency = config.concurrency;
+    let (concurrency, debounce) = (config.concurrency, config.debounce);
     let guests = guests.into();
     let swapped = guests.take_trigger();
     let ctx = Arc::new(Context {
@@ -259,7 +269,7 @@ pub async fn run(
         synced: tracker.subscribe(),
     });
 
-    info!(concurrency, "controller starting");
+    info!(concurrency, ?debounce, "controller starting");
     // NB: a namespace's enforce label changing re-renders its AppServices under the new level.
     let apps_in = app_store.clone();
     let mut controller = Controller::for_stream(app_stream, app_store)
@@ -279,7 +289,11 @@ pub async fn run(
     }
     controller = controller.reconcile_on(failed_on_return(unreachable_since, ctx.clone()));
     controller
-        .with_config(controller::Config::default().concurrency(concurrency))
+        .with_config(
+            controller::Config::default()
+                .concurrency(concurrency)
+                .debounce(debounce),
+        )
         // NB: the watches retry on their own and pass no errors on (`watches::retried`).
         .trigger_backoff(crate::backoff::WatchBackoff::default())
         .graceful_shutdown_on(shutdown)
