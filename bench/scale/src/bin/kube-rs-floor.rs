@@ -65,25 +65,12 @@ async fn main() -> anyhow::Result<()> {
     // NB: ready once both watches have listed; a Store wakes only its last waiter, and the
     // controller waits on the AppService store itself, so the streams are read instead.
     let listed = Arc::new(AtomicUsize::new(0));
-    let (deployments, writer) = reflector::store();
-    let cache = watcher(
-        Api::<Deployment>::namespaced(client.clone(), ns),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(writer)
-    .inspect_ok(on_listed("deployments", &listed, &ready_tx))
-    .for_each(|_| future::ready(()));
-    tokio::spawn(cache);
-    let (apps, app_writer) = reflector::store();
-    let app_events = watcher(
-        Api::<AppService>::namespaced(client.clone(), ns),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .reflect(app_writer)
-    .inspect_ok(on_listed("appservices", &listed, &ready_tx))
-    .applied_objects();
+    let (deployments, deployment_events) =
+        reflected::<Deployment>(&client, ns, "deployments", &listed, &ready_tx);
+    tokio::spawn(deployment_events.for_each(|_| future::ready(())));
+    let (apps, app_events) =
+        reflected::<AppService>(&client, ns, "appservices", &listed, &ready_tx);
+    let app_events = app_events.applied_objects();
     let controller = Controller::for_stream(app_events, apps)
         // NB: controller-runtime's default, which the Go seed keeps: one worker.
         .with_config(controller::Config::default().concurrency(1));
@@ -97,6 +84,37 @@ async fn main() -> anyhow::Result<()> {
         .for_each(|_| future::ready(()))
         .await;
     Ok(())
+}
+
+/// A watch of the `K`s in `ns` kept in a store, counted in `listed` once it has listed.
+fn reflected<K>(
+    client: &Client,
+    ns: &str,
+    name: &'static str,
+    listed: &Arc<AtomicUsize>,
+    ready: &Arc<watch::Sender<bool>>,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>,
+)
+where
+    K: Resource<DynamicType = (), Scope = kube::core::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = watcher(
+        Api::<K>::namespaced(client.clone(), ns),
+        watcher::Config::default(),
+    )
+    .default_backoff()
+    .reflect(writer)
+    .inspect_ok(on_listed(name, listed, ready));
+    (store, events)
 }
 
 /// An `inspect_ok` callback for watch `name`: at its first `InitDone`, counts it in `listed`,
