@@ -32,7 +32,7 @@ use super::cache::Cache;
 use super::child::ChildKey;
 use super::echo::{OwnWrites, Written};
 use super::error::{Error, Result};
-use super::uptodate::{self, LastApplied};
+use super::uptodate::{self, Fingerprint, LastApplied};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
@@ -327,12 +327,16 @@ where
     let cached = store.get(&ObjectRef::new(name).within(ns));
     let compared = stamp::without_provenance(body);
     let is_last = children.last_applied.is_last(&key, &compared);
-    if is_last
-        && let Some(live) = live(children, &key, cached.as_ref())
-        // NB: the live object is serialized only when the body is the last one applied.
-        && serde_json::to_value(&*live).is_ok_and(|live| uptodate::contains(&live, &compared))
-    {
-        return Ok((K::clone(&live), Change::None));
+    if is_last && let Some(live) = live(children, &key, cached.as_ref()) {
+        let fingerprint = Fingerprint::of(*kind, live.meta());
+        // NB: the live object is serialized only when the body is the last one applied and
+        // the child changed since it was last seen holding it.
+        if children.last_applied.verified(&key, fingerprint)
+            || serde_json::to_value(&*live).is_ok_and(|live| uptodate::contains(&live, &compared))
+        {
+            children.last_applied.verify(&key, fingerprint);
+            return Ok((K::clone(&live), Change::None));
+        }
     }
     let _flight = children.own_writes.begin(&key);
     // NB: a child this process wrote whose echo has not arrived is its own, even when the
@@ -374,7 +378,10 @@ where
             created => (None, created?),
         },
     };
-    children.last_applied.applied(key.clone(), &compared);
+    let answer = Fingerprint::of(*kind, after.meta());
+    children
+        .last_applied
+        .applied(key.clone(), &compared, answer);
     let change = match (&before, after.resource_version()) {
         (_, None) => Change::None,
         (before, after) if *before == after => Change::None,

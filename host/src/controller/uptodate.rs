@@ -10,6 +10,11 @@
 //! Anything else (a restart, a new spec or guest output, a hand edit, a value the API server
 //! normalizes) leads to a normal apply.
 //!
+//! The second check serializes the cached child, which costs more than the rest of a no-op
+//! reconcile. So each child also keeps the [`Fingerprint`] of the live object the check last
+//! passed on (or the apply returned): while the cached child has that fingerprint, nothing the
+//! body sets can have changed, and the check is not repeated.
+//!
 //! Both checks ignore the guest digest annotation ([`crate::stamp::without_provenance`]): a new guest that
 //! renders the same objects rewrites no child. The annotation then names the guest that last
 //! changed the child, and the AppService's `status.guestDigest` the guest in force.
@@ -19,23 +24,78 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
-use super::child::ChildKey;
+use super::child::{ChildKey, ChildKind};
+
+/// A hash of the parts of a live child that change whenever a field an applied body can set
+/// changes: its uid and metadata, and for a Deployment its `generation` (which the API server
+/// bumps on every spec change, but not on status updates), for any other kind its
+/// `resourceVersion`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fingerprint(u64);
+
+impl Fingerprint {
+    /// The fingerprint of a live child of kind `kind` with metadata `meta`.
+    pub fn of(kind: ChildKind, meta: &ObjectMeta) -> Self {
+        let mut hasher = DefaultHasher::new();
+        meta.uid.hash(&mut hasher);
+        match kind {
+            ChildKind::Deployment => meta.generation.hash(&mut hasher),
+            ChildKind::Service => meta.resource_version.hash(&mut hasher),
+        }
+        meta.labels.hash(&mut hasher);
+        meta.annotations.hash(&mut hasher);
+        meta.finalizers.hash(&mut hasher);
+        meta.deletion_timestamp.is_some().hash(&mut hasher);
+        for owner in meta.owner_references.iter().flatten() {
+            (&owner.api_version, &owner.kind, &owner.name, &owner.uid).hash(&mut hasher);
+            (owner.controller, owner.block_owner_deletion).hash(&mut hasher);
+        }
+        Self(hasher.finish())
+    }
+}
+
+/// What this process last applied to one child.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    /// Hash of the body.
+    body: u64,
+    /// The fingerprint of the live child last seen holding that body.
+    verified: Option<Fingerprint>,
+}
 
 /// Hashes of the bodies this process last applied successfully, per child.
 #[derive(Debug, Default)]
-pub struct LastApplied(Mutex<HashMap<ChildKey, u64>>);
+pub struct LastApplied(Mutex<HashMap<ChildKey, Entry>>);
 
 impl LastApplied {
     /// True when `body` is what was last applied for `key`.
     pub fn is_last(&self, key: &ChildKey, body: &Value) -> bool {
-        self.lock().get(key).copied() == Some(hash(body))
+        self.lock().get(key).map(|e| e.body) == Some(hash(body))
     }
 
-    /// Records that `body` was applied for `key`.
-    pub fn applied(&self, key: ChildKey, body: &Value) {
-        self.lock().insert(key, hash(body));
+    /// True when the live child `key` with fingerprint `live` was seen holding the last body.
+    pub fn verified(&self, key: &ChildKey, live: Fingerprint) -> bool {
+        self.lock().get(key).and_then(|e| e.verified) == Some(live)
+    }
+
+    /// Records that the live child `key` with fingerprint `live` holds the last body.
+    pub fn verify(&self, key: &ChildKey, live: Fingerprint) {
+        if let Some(entry) = self.lock().get_mut(key) {
+            entry.verified = Some(live);
+        }
+    }
+
+    /// Records that `body` was applied for `key`, and the API server answered with a child of
+    /// fingerprint `answer`.
+    pub fn applied(&self, key: ChildKey, body: &Value, answer: Fingerprint) {
+        let entry = Entry {
+            body: hash(body),
+            verified: Some(answer),
+        };
+        self.lock().insert(key, entry);
     }
 
     /// Forgets `key`, e.g. after deleting the child.
@@ -43,7 +103,7 @@ impl LastApplied {
         self.lock().remove(key);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ChildKey, u64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ChildKey, Entry>> {
         self.0
             .lock()
             .expect("last-applied map lock is never poisoned")
@@ -75,7 +135,6 @@ pub(super) fn contains(live: &Value, desired: &Value) -> bool {
 mod tests {
     use serde_json::json;
 
-    use super::super::child::ChildKind;
     use super::*;
     use crate::consts::ANNOTATION_GUEST_DIGEST;
     use crate::stamp::without_provenance;
@@ -108,12 +167,70 @@ mod tests {
         ));
     }
 
+    fn meta(generation: i64, version: &str) -> ObjectMeta {
+        ObjectMeta {
+            uid: Some("u1".into()),
+            generation: Some(generation),
+            resource_version: Some(version.into()),
+            labels: Some([("app".to_owned(), "web".to_owned())].into()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn a_deployment_fingerprint_ignores_status_updates_but_not_spec_or_metadata() {
+        let fp = |m: &ObjectMeta| Fingerprint::of(ChildKind::Deployment, m);
+        let base = fp(&meta(1, "10"));
+        assert_eq!(
+            base,
+            fp(&meta(1, "11")),
+            "a status update bumps only the version"
+        );
+        assert_ne!(
+            base,
+            fp(&meta(2, "11")),
+            "a spec change bumps the generation"
+        );
+        let mut relabelled = meta(1, "11");
+        relabelled.labels = Some([("app".to_owned(), "other".to_owned())].into());
+        assert_ne!(base, fp(&relabelled));
+        let mut annotated = meta(1, "11");
+        annotated.annotations = Some([("a".to_owned(), "b".to_owned())].into());
+        assert_ne!(base, fp(&annotated));
+        let mut recreated = meta(1, "10");
+        recreated.uid = Some("u2".into());
+        assert_ne!(base, fp(&recreated));
+        let service = |m: &ObjectMeta| Fingerprint::of(ChildKind::Service, m);
+        assert_ne!(service(&meta(1, "10")), service(&meta(1, "11")));
+    }
+
+    #[test]
+    fn a_child_is_verified_only_with_the_fingerprint_last_seen() {
+        let last = LastApplied::default();
+        let body = json!({"spec": {"replicas": 3}});
+        let (answer, later) = (Fingerprint(1), Fingerprint(2));
+        assert!(!last.verified(&key(), answer), "never applied");
+        last.verify(&key(), answer);
+        assert!(
+            !last.verified(&key(), answer),
+            "nothing to verify before an apply"
+        );
+        last.applied(key(), &body, answer);
+        assert!(last.verified(&key(), answer));
+        assert!(!last.verified(&key(), later), "changed since");
+        last.verify(&key(), later);
+        assert!(last.verified(&key(), later));
+        assert!(!last.verified(&key(), answer));
+        last.forget(&key());
+        assert!(!last.verified(&key(), later));
+    }
+
     #[test]
     fn the_last_body_is_remembered_per_child_until_forgotten() {
         let last = LastApplied::default();
         let body = json!({"spec": {"replicas": 3}});
         assert!(!last.is_last(&key(), &body), "never applied");
-        last.applied(key(), &body);
+        last.applied(key(), &body, Fingerprint(0));
         assert!(last.is_last(&key(), &body));
         assert!(!last.is_last(&key(), &json!({"spec": {}})), "another body");
         let other = (ChildKind::Deployment, "ns".into(), "web".into());
