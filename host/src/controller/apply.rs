@@ -32,7 +32,7 @@ use super::cache::Cache;
 use super::child::ChildKey;
 use super::echo::{OwnWrites, Written};
 use super::error::{Error, Result};
-use super::uptodate::{self, Fingerprint, LastApplied};
+use super::uptodate::{self, Fingerprint, Last, LastApplied};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
@@ -326,14 +326,16 @@ where
     let (kind, ns, name) = &key;
     let cached = store.get(&ObjectRef::new(name).within(ns));
     let compared = stamp::without_provenance(body);
-    let is_last = children.last_applied.is_last(&key, &compared);
+    let last = children.last_applied.last(&key, &compared);
+    let is_last = last != Last::Other;
     if is_last && let Some(live) = live(children, &key, cached.as_ref()) {
         let fingerprint = Fingerprint::of(*kind, live.meta());
+        if last.verified(fingerprint) {
+            return Ok((K::clone(&live), Change::None));
+        }
         // NB: the live object is serialized only when the body is the last one applied and
         // the child changed since it was last seen holding it.
-        if children.last_applied.verified(&key, fingerprint)
-            || serde_json::to_value(&*live).is_ok_and(|live| uptodate::contains(&live, &compared))
-        {
+        if serde_json::to_value(&*live).is_ok_and(|live| uptodate::contains(&live, &compared)) {
             children.last_applied.verify(&key, fingerprint);
             return Ok((K::clone(&live), Change::None));
         }

@@ -66,19 +66,41 @@ struct Entry {
     verified: Option<Fingerprint>,
 }
 
+/// What [`LastApplied::last`] knows of a body about to be applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Last {
+    /// Another body was applied last, or none.
+    Other,
+    /// The body last applied; `verified` is the fingerprint of the live child last seen
+    /// holding it.
+    Same {
+        /// See [`Last::Same`].
+        verified: Option<Fingerprint>,
+    },
+}
+
+impl Last {
+    /// True when the live child with fingerprint `live` was seen holding the last body.
+    pub fn verified(self, live: Fingerprint) -> bool {
+        self == Last::Same {
+            verified: Some(live),
+        }
+    }
+}
+
 /// Hashes of the bodies this process last applied successfully, per child.
 #[derive(Debug, Default)]
 pub struct LastApplied(Mutex<HashMap<ChildKey, Entry>>);
 
 impl LastApplied {
-    /// True when `body` is what was last applied for `key`.
-    pub fn is_last(&self, key: &ChildKey, body: &Value) -> bool {
-        self.lock().get(key).map(|e| e.body) == Some(hash(body))
-    }
-
-    /// True when the live child `key` with fingerprint `live` was seen holding the last body.
-    pub fn verified(&self, key: &ChildKey, live: Fingerprint) -> bool {
-        self.lock().get(key).and_then(|e| e.verified) == Some(live)
+    /// What is known of `body` for `key`, in one lookup.
+    pub fn last(&self, key: &ChildKey, body: &Value) -> Last {
+        match self.lock().get(key) {
+            Some(entry) if entry.body == hash(body) => Last::Same {
+                verified: entry.verified,
+            },
+            _ => Last::Other,
+        }
     }
 
     /// Records that the live child `key` with fingerprint `live` holds the last body.
@@ -209,34 +231,37 @@ mod tests {
         let last = LastApplied::default();
         let body = json!({"spec": {"replicas": 3}});
         let (answer, later) = (Fingerprint(1), Fingerprint(2));
-        assert!(!last.verified(&key(), answer), "never applied");
+        let verified = |live| last.last(&key(), &body).verified(live);
+        assert!(!verified(answer), "never applied");
         last.verify(&key(), answer);
-        assert!(
-            !last.verified(&key(), answer),
-            "nothing to verify before an apply"
-        );
+        assert!(!verified(answer), "nothing to verify before an apply");
         last.applied(key(), &body, answer);
-        assert!(last.verified(&key(), answer));
-        assert!(!last.verified(&key(), later), "changed since");
+        assert!(verified(answer));
+        assert!(!verified(later), "changed since");
         last.verify(&key(), later);
-        assert!(last.verified(&key(), later));
-        assert!(!last.verified(&key(), answer));
+        assert!(verified(later));
+        assert!(!verified(answer));
+        assert!(
+            !last.last(&key(), &json!({})).verified(later),
+            "verified for its own body only"
+        );
         last.forget(&key());
-        assert!(!last.verified(&key(), later));
+        assert!(!verified(later));
     }
 
     #[test]
     fn the_last_body_is_remembered_per_child_until_forgotten() {
         let last = LastApplied::default();
         let body = json!({"spec": {"replicas": 3}});
-        assert!(!last.is_last(&key(), &body), "never applied");
+        let is_last = |key: &ChildKey, body: &Value| last.last(key, body) != Last::Other;
+        assert!(!is_last(&key(), &body), "never applied");
         last.applied(key(), &body, Fingerprint(0));
-        assert!(last.is_last(&key(), &body));
-        assert!(!last.is_last(&key(), &json!({"spec": {}})), "another body");
+        assert!(is_last(&key(), &body));
+        assert!(!is_last(&key(), &json!({"spec": {}})), "another body");
         let other = (ChildKind::Deployment, "ns".into(), "web".into());
-        assert!(!last.is_last(&other, &body), "another child");
+        assert!(!is_last(&other, &body), "another child");
         last.forget(&key());
-        assert!(!last.is_last(&key(), &body));
+        assert!(!is_last(&key(), &body));
     }
 
     #[test]

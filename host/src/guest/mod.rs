@@ -166,6 +166,8 @@ struct Shared {
     config: Config,
     limits: Limits,
     permits: Arc<Semaphore>,
+    /// Advances the epoch while a call runs.
+    ticker: engine::Ticker,
     /// Loaded guests by digest. NB: it holds `Loaded`, not `Policy`, which would keep the
     /// runtime alive through a cycle; guests stay loaded for the runtime's lifetime.
     loaded: Mutex<HashMap<String, Arc<Loaded>>>,
@@ -199,7 +201,7 @@ impl Runtime {
             )));
         }
         let engine = engine::build(&config, instances)?;
-        engine::start_ticker(&engine)?;
+        let ticker = engine::Ticker::start(&engine)?;
         let limits = Limits {
             deadline: config.deadline,
             deadline_ticks: engine::deadline_ticks(config.deadline),
@@ -217,6 +219,7 @@ impl Runtime {
                 config,
                 limits,
                 permits,
+                ticker,
                 loaded,
             }),
         })
@@ -433,6 +436,7 @@ impl Policy {
 
     fn call(&self, input: &bindings::types::AppService) -> Result<call::Output, Error> {
         let shared = &self.runtime.shared;
+        let _ticking = shared.ticker.running();
         call::call(
             &shared.engine,
             &self.loaded.pre,
