@@ -89,6 +89,9 @@ pub struct Metrics {
     pub output_refusals: Family<RuleLabel, Counter>,
     /// Child watch events dropped as echoes of the operator's own applies (no reconcile).
     pub child_echoes_skipped: Counter,
+    /// Reconciles that called no guest: the AppService's guest input, guest and children were
+    /// as last rendered.
+    pub renders_skipped: Counter,
     /// 1 while the API server answers the operator's requests, 0 while it does not.
     pub api_reachable: Gauge,
     /// Requests that got no answer (or a 502/503/504), by kind: `transport`, `timeout`,
@@ -117,6 +120,7 @@ impl Default for Metrics {
             kube_requests: Family::default(),
             output_refusals: Family::default(),
             child_echoes_skipped: Counter::default(),
+            renders_skipped: Counter::default(),
             api_reachable: Gauge::default(),
             api_failures: Family::default(),
             watch_errors: Family::default(),
@@ -182,6 +186,12 @@ impl Metrics {
             "child_echoes_skipped",
             "Child watch events dropped as echoes of the operator's own applies",
             m.child_echoes_skipped.clone(),
+        );
+        registry.register(
+            "renders_skipped",
+            "Reconciles that called no guest, the AppService's guest input, guest and children \
+             being as last rendered",
+            m.renders_skipped.clone(),
         );
         registry.register(
             "guest_dry_run_applies",
@@ -311,6 +321,11 @@ impl Metrics {
     /// Counts a child watch event dropped as the echo of the operator's own apply.
     pub fn child_echo_skipped(&self) {
         self.child_echoes_skipped.inc();
+    }
+
+    /// Counts a reconcile that called no guest ([`Metrics::renders_skipped`]).
+    pub fn render_skipped(&self) {
+        self.renders_skipped.inc();
     }
 
     /// Records whether the API server answers.

@@ -32,7 +32,7 @@ use super::cache::Cache;
 use super::child::ChildKey;
 use super::echo::{OwnWrites, Written};
 use super::error::{Error, Result};
-use super::uptodate::{self, Fingerprint, Last, LastApplied};
+use super::uptodate::{self, BodyHash, Fingerprint, Last, LastApplied};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
@@ -403,6 +403,52 @@ where
         children.own_writes.wrote(key, written);
     }
     Ok((after, change))
+}
+
+/// The children `rendered` (each with the hash of its body) as [`apply_all`] and [`prune`] would
+/// leave them, when that is as they are: every one is still what this process last applied to
+/// it, unchanged since it was seen holding that body ([`LastApplied::holds`]), and `app`
+/// controls no other cached child. Then there is nothing to apply or prune, and this returns
+/// what [`apply_all`] would (the Deployment as cached, no change); otherwise `None`.
+pub fn as_last_applied(
+    children: &Children,
+    app: &AppService,
+    rendered: &[(ChildKey, BodyHash)],
+) -> Option<Applied> {
+    let mut deployment = None;
+    for (key, body) in rendered {
+        let (kind, ns, name) = key;
+        let fingerprint = match kind {
+            ChildKind::Deployment => {
+                let cached = children
+                    .deployments
+                    .store
+                    .get(&ObjectRef::new(name).within(ns));
+                let live = live(children, key, cached.as_ref())?;
+                let fingerprint = Fingerprint::of(*kind, live.meta());
+                deployment = Some(live);
+                fingerprint
+            }
+            ChildKind::Service => {
+                let cached = children
+                    .services
+                    .store
+                    .get(&ObjectRef::new(name).within(ns));
+                Fingerprint::of(*kind, live(children, key, cached.as_ref())?.meta())
+            }
+        };
+        if !children.last_applied.holds(key, *body, fingerprint) {
+            return None;
+        }
+    }
+    let keep = rendered
+        .iter()
+        .map(|((kind, _, name), _)| (*kind, name.as_str()))
+        .collect();
+    orphans(children, app, &keep).is_empty().then(|| Applied {
+        deployment: deployment.map(|d| Deployment::clone(&d)),
+        ..Applied::default()
+    })
 }
 
 /// The child `key` as it is now: as this process's last write returned it while the cache still

@@ -9,6 +9,7 @@ mod error;
 mod events;
 mod per_app;
 mod reconcile;
+mod rendered;
 mod reported;
 #[cfg(test)]
 mod scenario;

@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 
+use super::rendered::LastRendered;
 use super::reported::GuestEvents;
 use super::settle::Settling;
 use super::written::WrittenStatus;
@@ -25,6 +26,8 @@ pub(super) struct PerApp {
     pub(super) guest_events: GuestEvents,
     /// The status written last, while the cache is behind it.
     pub(super) written: WrittenStatus,
+    /// The last successful render, to skip the guest call when nothing changed since.
+    pub(super) rendered: LastRendered,
 }
 
 impl PerApp {
@@ -35,6 +38,7 @@ impl PerApp {
             settling: Settling::new(status_settle),
             guest_events: GuestEvents::default(),
             written: WrittenStatus::default(),
+            rendered: LastRendered::default(),
         }
     }
 
@@ -62,7 +66,9 @@ impl PerApp {
         self.failures().remove(&key);
         self.settling.retain(|k| *k != key);
         self.written.forget(app);
-        self.guest_events.forget(&app.uid().unwrap_or_default());
+        let uid = app.uid().unwrap_or_default();
+        self.guest_events.forget(&uid);
+        self.rendered.forget(&uid);
     }
 
     /// Forgets every AppService `live` does not hold.
@@ -73,6 +79,7 @@ impl PerApp {
         self.settling.retain(live);
         self.written.retain(live);
         self.guest_events.retain(|uid| uids.contains(uid));
+        self.rendered.retain(|uid| uids.contains(uid));
     }
 
     /// An `inspect_ok` callback for the AppService watch, whose cache is `live`: forgets an
@@ -104,6 +111,7 @@ mod tests {
 
     use kube::runtime::reflector;
 
+    use super::super::rendered::Rendered;
     use super::*;
     use crate::guest;
 
@@ -133,15 +141,23 @@ mod tests {
             .guest_events
             .changed(&app.uid().unwrap(), &[event()]);
         per_app.written.wrote(app, Default::default());
+        let rendered = Rendered {
+            key: guest::RenderKey::for_test(1),
+            children: Vec::new(),
+            report: Default::default(),
+        };
+        per_app.rendered.record(&app.uid().unwrap(), rendered);
     }
 
-    /// How many AppServices each part remembers: failures, settling, guest events, written.
-    fn sizes(per_app: &PerApp) -> [usize; 4] {
+    /// How many AppServices each part remembers: failures, settling, guest events, written,
+    /// rendered.
+    fn sizes(per_app: &PerApp) -> [usize; 5] {
         [
             per_app.failures().len(),
             per_app.settling.len(),
             per_app.guest_events.len(),
             per_app.written.len(),
+            per_app.rendered.len(),
         ]
     }
 
@@ -151,12 +167,12 @@ mod tests {
         let (a, b) = (app("a"), app("b"));
         remember(&per_app, &a);
         remember(&per_app, &b);
-        assert_eq!(sizes(&per_app), [2; 4]);
+        assert_eq!(sizes(&per_app), [2; 5]);
 
         let (store, _writer) = reflector::store();
         let on_event = per_app.clone().on_app_event(store);
         on_event(&watcher::Event::Delete(a));
-        assert_eq!(sizes(&per_app), [1; 4]);
+        assert_eq!(sizes(&per_app), [1; 5]);
         assert_eq!(per_app.failing(), [ObjectRef::from_obj(&b)]);
     }
 
@@ -173,7 +189,7 @@ mod tests {
         writer.apply_watcher_event(&watcher::Event::InitDone);
         let on_event = per_app.clone().on_app_event(store);
         on_event(&watcher::Event::InitDone);
-        assert_eq!(sizes(&per_app), [1; 4], "b is still there");
+        assert_eq!(sizes(&per_app), [1; 5], "b is still there");
         assert_eq!(per_app.failing(), [ObjectRef::from_obj(&b)]);
     }
 }

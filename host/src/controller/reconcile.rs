@@ -17,11 +17,13 @@ use super::Context;
 use super::apply::{self, Applied, Change};
 use super::error::{Error, Result};
 use super::events::{self, Facts, RolledBack};
+use super::rendered::Rendered;
 use super::status::{self, Outcome};
 use crate::consts::FIELD_MANAGER;
 use crate::crd::{AppService, AppServiceStatus};
 use crate::error_chain;
 use crate::guest::{self, DesiredObject};
+use crate::swap;
 
 /// Reconciles one AppService. The root span of everything the controller does for it.
 ///
@@ -30,6 +32,10 @@ use crate::guest::{self, DesiredObject};
 /// `OutputRefused` for a refusal) and as a Warning Event, and the error goes to
 /// [`super::error_policy`] for a retry with backoff. So does a child that exists under another
 /// controller (`ChildConflict`): nothing is adopted.
+///
+/// When the AppService, its guest and its children are as the last successful reconcile left
+/// them (a child's status changed, or a resync), the guest is not called again
+/// ([`super::rendered`]).
 #[instrument(skip_all, fields(namespace, name, generation, guest))]
 pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action> {
     let span = Span::current();
@@ -50,56 +56,21 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let app = ctx.per_app.written.latest(app);
 
     let mut facts = Facts::default();
-    let (policy, rendered) = render(&ctx, &app, &mut facts).await;
-    span.record("guest", field::display(policy.digest()));
-    let guest::Rendering { objects, report } = match rendered {
-        Ok(rendering) => rendering,
-        Err(err) => {
-            let outcome = match &err {
-                guest::Error::Refused(refused) => {
-                    ctx.metrics.output_refused(&refused.rules());
-                    Outcome::OutputRefused {
-                        message: refused.to_string(),
-                    }
-                }
-                other => Outcome::GuestFailed {
-                    reason: other.reason(),
-                    message: error_chain(other),
-                },
-            };
-            let error = Error::Guest(err);
-            warn!(error = %error_chain(&error), "guest output not applied; children left untouched");
-            report_failure(&ctx, &app, &outcome, &facts, None).await;
-            return Err(error);
+    let selected = ctx.select(&app);
+    let uid = app.uid().unwrap_or_default();
+    let key = selected.policy.render_key(&app, ctx.namespace_level(&app));
+    let (policy, report, applied) = match unchanged(&ctx, &app, &uid, key) {
+        Some((report, applied)) => {
+            ctx.metrics.render_skipped();
+            span.record("guest", field::display(selected.policy.digest()));
+            debug!("guest input, guest and children as last rendered; guest call skipped");
+            (selected.policy, report, applied)
+        }
+        None => {
+            ctx.per_app.rendered.forget(&uid);
+            render_and_apply(&ctx, &app, selected, key, &mut facts).await?
         }
     };
-    debug!(
-        objects = objects.len(),
-        conditions = report.conditions.len(),
-        events = report.events.len(),
-        "guest rendered"
-    );
-    facts.guest = ctx
-        .per_app
-        .guest_events
-        .changed(&app.uid().unwrap_or_default(), &report.events);
-
-    let applied = match apply_and_prune(&ctx, &app, policy.digest(), &objects).await {
-        Ok(applied) => applied,
-        Err(error) => {
-            let outcome = Outcome::ApplyFailed {
-                reason: error.reason(),
-                message: error_chain(&error),
-            };
-            report_failure(&ctx, &app, &outcome, &facts, Some(&report.conditions)).await;
-            return Err(error);
-        }
-    };
-    if !applied.changes.is_empty() || !applied.pruned.is_empty() {
-        info!(changes = ?applied.changes, pruned = ?applied.pruned, "applied children");
-    }
-    facts.corrected = applied.with(Change::Corrected);
-    facts.pruned = applied.pruned.clone();
     let outcome = Outcome::Applied {
         deployment: applied.deployment.as_ref(),
         guest: policy.digest(),
@@ -129,15 +100,110 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     Ok(Action::requeue(held.unwrap_or(ctx.config.resync)))
 }
 
-/// Renders `app` through the guest selected for it; if that guest traps, hits a limit or emits
+/// The last render of the AppService `app` (with `uid`), with its children as they are, when
+/// `key` is that render's and the children still hold what it applied
+/// ([`apply::as_last_applied`]): the guest need not be called, nor anything applied.
+fn unchanged(
+    ctx: &Context,
+    app: &AppService,
+    uid: &str,
+    key: guest::RenderKey,
+) -> Option<(Arc<guest::Report>, Applied)> {
+    let last = ctx.per_app.rendered.get(uid, key)?;
+    let applied = apply::as_last_applied(&ctx.children, app, &last.children)?;
+    Some((last.report.clone(), applied))
+}
+
+/// Renders `app` through `selected` ([`render`]) and applies and prunes its children; a failure
+/// is reported ([`report_failure`]) and returned. A render by the selected guest, not its
+/// fallback, is remembered under `key` for [`unchanged`]. Returns the guest that rendered, its
+/// report and what the apply did.
+async fn render_and_apply(
+    ctx: &Context,
+    app: &AppService,
+    selected: swap::Selected,
+    key: guest::RenderKey,
+    facts: &mut Facts,
+) -> Result<(guest::Policy, Arc<guest::Report>, Applied)> {
+    let (policy, rendered) = render(ctx, app, selected, facts).await;
+    Span::current().record("guest", field::display(policy.digest()));
+    let guest::Rendering { objects, report } = match rendered {
+        Ok(rendering) => rendering,
+        Err(err) => {
+            let outcome = match &err {
+                guest::Error::Refused(refused) => {
+                    ctx.metrics.output_refused(&refused.rules());
+                    Outcome::OutputRefused {
+                        message: refused.to_string(),
+                    }
+                }
+                other => Outcome::GuestFailed {
+                    reason: other.reason(),
+                    message: error_chain(other),
+                },
+            };
+            let error = Error::Guest(err);
+            warn!(error = %error_chain(&error), "guest output not applied; children left untouched");
+            report_failure(ctx, app, &outcome, facts, None).await;
+            return Err(error);
+        }
+    };
+    debug!(
+        objects = objects.len(),
+        conditions = report.conditions.len(),
+        events = report.events.len(),
+        "guest rendered"
+    );
+    let uid = app.uid().unwrap_or_default();
+    facts.guest = ctx.per_app.guest_events.changed(&uid, &report.events);
+
+    let applied = match apply_and_prune(ctx, app, policy.digest(), &objects).await {
+        Ok(applied) => applied,
+        Err(error) => {
+            let outcome = Outcome::ApplyFailed {
+                reason: error.reason(),
+                message: error_chain(&error),
+            };
+            report_failure(ctx, app, &outcome, facts, Some(&report.conditions)).await;
+            return Err(error);
+        }
+    };
+    if !applied.changes.is_empty() || !applied.pruned.is_empty() {
+        info!(changes = ?applied.changes, pruned = ?applied.pruned, "applied children");
+    }
+    facts.corrected = applied.with(Change::Corrected);
+    facts.pruned = applied.pruned.clone();
+    let report = Arc::new(report);
+    // NB: without a uid (never from the API server) there is nothing to key the render by.
+    if facts.rolled_back.is_none() && !uid.is_empty() {
+        let ns = app.namespace().unwrap_or_default();
+        let children = objects.iter().map(|object| {
+            let kind = apply::ChildKind::of(&object.api_version, &object.kind)?;
+            let key = (kind, ns.clone(), object.name.clone());
+            let body = ctx.children.last_applied.body(&key)?;
+            Some((key, body))
+        });
+        if let Some(children) = children.collect::<Option<Vec<_>>>() {
+            let rendered = Rendered {
+                key,
+                children,
+                report: report.clone(),
+            };
+            ctx.per_app.rendered.record(&uid, rendered);
+        }
+    }
+    Ok((policy, report, applied))
+}
+
+/// Renders `app` through the guest `selected` for it; if that guest traps, hits a limit or emits
 /// invalid output, through its fallback (the last good guest) instead, recorded in `facts`.
 /// Returns the guest whose result is returned.
 async fn render(
     ctx: &Context,
     app: &AppService,
+    selected: swap::Selected,
     facts: &mut Facts,
 ) -> (guest::Policy, Result<guest::Rendering, guest::Error>) {
-    let selected = ctx.select(app);
     let rendered = call(ctx, &selected.policy, app).await;
     let (Err(err), Some(fallback)) = (&rendered, selected.fallback) else {
         return (selected.policy, rendered);

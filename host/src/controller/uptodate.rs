@@ -57,11 +57,15 @@ impl Fingerprint {
     }
 }
 
+/// The hash of a body applied to a child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyHash(u64);
+
 /// What this process last applied to one child.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     /// Hash of the body.
-    body: u64,
+    body: BodyHash,
     /// The fingerprint of the live child last seen holding that body.
     verified: Option<Fingerprint>,
 }
@@ -103,6 +107,19 @@ impl LastApplied {
         }
     }
 
+    /// The hash of the body last applied for `key`, for [`LastApplied::holds`].
+    pub fn body(&self, key: &ChildKey) -> Option<BodyHash> {
+        self.lock().get(key).map(|entry| entry.body)
+    }
+
+    /// True when `body` is still the last applied for `key` and the live child, of fingerprint
+    /// `live`, was seen holding it: nothing would be applied to it for that body.
+    pub fn holds(&self, key: &ChildKey, body: BodyHash, live: Fingerprint) -> bool {
+        self.lock()
+            .get(key)
+            .is_some_and(|entry| entry.body == body && entry.verified == Some(live))
+    }
+
     /// Records that the live child `key` with fingerprint `live` holds the last body.
     pub fn verify(&self, key: &ChildKey, live: Fingerprint) {
         if let Some(entry) = self.lock().get_mut(key) {
@@ -132,11 +149,11 @@ impl LastApplied {
     }
 }
 
-fn hash(body: &Value) -> u64 {
+fn hash(body: &Value) -> BodyHash {
     let mut hasher = DefaultHasher::new();
     // NB: serde_json keeps object keys sorted (no preserve_order), so equal values hash equally.
     body.to_string().hash(&mut hasher);
-    hasher.finish()
+    BodyHash(hasher.finish())
 }
 
 /// True when every field of `desired` is in `live` with an equal value; lists must have the same
@@ -247,6 +264,25 @@ mod tests {
         );
         last.forget(&key());
         assert!(!verified(later));
+    }
+
+    #[test]
+    fn a_child_holds_a_body_while_it_is_the_last_applied_and_the_child_unchanged() {
+        let last = LastApplied::default();
+        let (body, other) = (json!({"spec": {"replicas": 3}}), json!({"spec": {}}));
+        let (answer, later) = (Fingerprint(1), Fingerprint(2));
+        assert_eq!(last.body(&key()), None, "never applied");
+        last.applied(key(), &body, answer);
+        let hash = last.body(&key()).expect("applied");
+        assert!(last.holds(&key(), hash, answer));
+        assert!(!last.holds(&key(), hash, later), "changed since");
+        last.applied(key(), &other, answer);
+        assert!(
+            !last.holds(&key(), hash, answer),
+            "another body applied since"
+        );
+        last.forget(&key());
+        assert!(!last.holds(&key(), hash, answer), "forgotten");
     }
 
     #[test]

@@ -155,6 +155,18 @@ pub struct Rendering {
     pub report: Report,
 }
 
+/// Identifies one render: see [`Policy::render_key`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RenderKey(u64);
+
+impl RenderKey {
+    /// A key made up for a test.
+    #[cfg(test)]
+    pub(crate) fn for_test(n: u64) -> Self {
+        Self(n)
+    }
+}
+
 /// The process-wide runtime: one engine, a compile cache. Cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
@@ -333,6 +345,33 @@ impl Policy {
         &self.loaded.digest
     }
 
+    /// What identifies a render of `app` by this guest in a namespace at level `namespace`:
+    /// this guest's digest, the level, and everything the guest is given of `app`. Two renders
+    /// with the same key return the same result, since each call is a fresh instance that
+    /// sees nothing but its input (a guest that reads the clock or random numbers through its
+    /// WASI imports is the exception, and is taken at its first answer).
+    pub fn render_key(&self, app: &AppService, namespace: Option<admission::Level>) -> RenderKey {
+        use std::fmt::Write as _;
+        use std::hash::{Hash, Hasher};
+
+        /// Feeds formatted text to a hasher, so the input is hashed without a copy.
+        struct Feed<'a>(&'a mut std::collections::hash_map::DefaultHasher);
+        impl std::fmt::Write for Feed<'_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                self.0.write(s.as_bytes());
+                Ok(())
+            }
+        }
+
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.digest().hash(&mut hasher);
+        namespace.hash(&mut hasher);
+        // NB: the input's Debug form names every field the guest receives, spec included,
+        // whether or not the API server bumped the generation for it.
+        let _ = write!(Feed(&mut hasher), "{:?}", bindings::to_input(app));
+        RenderKey(hasher.finish())
+    }
+
     /// What the guest is and imports.
     pub fn inspect(&self) -> &Inspection {
         &self.loaded.inspection
@@ -450,6 +489,41 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_render_key_changes_with_anything_the_guest_is_given() {
+        use kube::ResourceExt;
+
+        let runtime = Runtime::new(Config::default()).expect("default config is valid");
+        let policy = runtime
+            .load_default_blocking()
+            .expect("the default guest loads");
+        let app = AppService::test();
+        let key = |app: &AppService, level| policy.render_key(app, level);
+        let base = key(&app, None);
+        assert_eq!(base, key(&app.clone(), None), "the same input");
+
+        let mut status = app.clone();
+        status.status = Some(Default::default());
+        status.metadata.resource_version = Some("9".into());
+        assert_eq!(
+            base,
+            key(&status, None),
+            "the guest sees no status or version"
+        );
+
+        let mut image = app.clone();
+        image.spec.image = "nginx:1.28".into();
+        let mut labelled = app.clone();
+        labelled
+            .labels_mut()
+            .insert("track".into(), "canary".into());
+        let newer = app.clone().at_generation(2);
+        for (other, what) in [(image, "spec"), (labelled, "labels"), (newer, "generation")] {
+            assert_ne!(base, key(&other, None), "{what}");
+        }
+        assert_ne!(base, key(&app, Some(admission::Level::Restricted)), "level");
+    }
 
     #[test]
     fn dropping_runtime_and_policies_frees_the_engine() {

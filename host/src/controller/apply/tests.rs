@@ -155,3 +155,67 @@ fn a_precondition_is_sent_in_the_applied_metadata() {
     let bare = Precondition::Absent.on(&json!({"kind": "Service"}));
     assert_eq!(bare["metadata"]["resourceVersion"], CREATE_ONLY_VERSION);
 }
+
+#[test]
+fn children_are_as_last_applied_only_while_each_holds_its_body_and_none_is_left_over() {
+    let app = AppService::test();
+    let deployment: Deployment = child("Deployment", "nginx", "uid-1");
+    let service: Service = child("Service", "nginx", "uid-1");
+    let cache = children(vec![deployment.clone()], vec![service.clone()]);
+    let key = |kind| (kind, "ns".to_owned(), "nginx".to_owned());
+    let (d, s) = (key(ChildKind::Deployment), key(ChildKind::Service));
+    let body = json!({"spec": {}});
+    let seen = |kind, meta| Fingerprint::of(kind, meta);
+    assert!(
+        as_last_applied(&cache, &app, &[]).is_none(),
+        "the cached children are to be pruned"
+    );
+    cache.last_applied.applied(
+        d.clone(),
+        &body,
+        seen(ChildKind::Deployment, &deployment.metadata),
+    );
+    cache.last_applied.applied(
+        s.clone(),
+        &body,
+        seen(ChildKind::Service, &service.metadata),
+    );
+    let rendered = [d.clone(), s.clone()].map(|k| {
+        let body = cache.last_applied.body(&k).expect("applied");
+        (k, body)
+    });
+
+    let applied = as_last_applied(&cache, &app, &rendered).expect("as last applied");
+    assert_eq!(applied.deployment, Some(deployment.clone()), "as cached");
+    assert!(applied.changes.is_empty() && applied.pruned.is_empty());
+    assert!(
+        as_last_applied(&cache, &app, &rendered[..1]).is_none(),
+        "the Service is left over"
+    );
+
+    let mut other = rendered.clone();
+    other[1].0.2 = "other".into();
+    assert!(
+        as_last_applied(&cache, &app, &other).is_none(),
+        "a child the cache does not hold"
+    );
+
+    let mut changed = service.clone();
+    changed.metadata.resource_version = Some("9".into());
+    cache
+        .last_applied
+        .verify(&s, seen(ChildKind::Service, &changed.metadata));
+    assert!(
+        as_last_applied(&cache, &app, &rendered).is_none(),
+        "the cached Service is not the one seen holding the body"
+    );
+    cache.last_applied.applied(
+        s.clone(),
+        &json!({"spec": {"type": "NodePort"}}),
+        seen(ChildKind::Service, &service.metadata),
+    );
+    assert!(
+        as_last_applied(&cache, &app, &rendered).is_none(),
+        "another body was applied since"
+    );
+}
