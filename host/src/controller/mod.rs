@@ -2,6 +2,7 @@
 //! sync with what the guest renders.
 
 pub mod apply;
+mod by_uid;
 mod cache;
 mod child;
 mod echo;

@@ -10,9 +10,9 @@
 //! children still hold those bodies ([`super::apply::as_last_applied`]) reuses them. Any
 //! other change (a new spec, labels or guest, a child edited, deleted or not yet seen) renders.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
+use super::by_uid::ByUid;
 use super::child::ChildKey;
 use super::uptodate::BodyHash;
 use crate::guest::{RenderKey, Report};
@@ -29,8 +29,7 @@ pub(super) struct Rendered {
 }
 
 /// The last successful render of each AppService, by uid.
-#[derive(Debug, Default)]
-pub(super) struct LastRendered(Mutex<HashMap<String, Arc<Rendered>>>);
+pub(super) type LastRendered = ByUid<Arc<Rendered>>;
 
 impl LastRendered {
     /// The last render of the AppService with `uid`, if it was rendered with `key`.
@@ -41,28 +40,5 @@ impl LastRendered {
     /// Records a successful render and apply of the AppService with `uid`.
     pub(super) fn record(&self, uid: &str, rendered: Rendered) {
         self.lock().insert(uid.to_owned(), Arc::new(rendered));
-    }
-
-    /// Forgets the AppService with `uid` (deleted, or its last reconcile failed).
-    pub(super) fn forget(&self, uid: &str) {
-        self.lock().remove(uid);
-    }
-
-    /// Keeps only the AppServices whose uid `keep` accepts (the others are gone).
-    pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.lock().retain(|uid, _| keep(uid));
-    }
-
-    /// How many AppServices are remembered.
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Rendered>>> {
-        // NB: entries are only inserted and removed whole, so a panic cannot leave one torn.
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }

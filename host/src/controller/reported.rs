@@ -4,18 +4,14 @@
 //! In memory only: after a restart (or a new leader), a guest's current Events are recorded
 //! once more, and kube's recorder aggregates them into the series they belong to.
 
-use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::{Mutex, MutexGuard};
 
+use super::by_uid::ByUid;
 use crate::guest;
 
 /// The hash of each AppService's last non-empty set of guest Events, by uid.
-#[derive(Debug, Default)]
-pub(super) struct GuestEvents {
-    last: Mutex<HashMap<String, u64>>,
-}
+pub(super) type GuestEvents = ByUid<u64>;
 
 impl GuestEvents {
     /// The Events to record now for the AppService with `uid`: all of `events` when they differ
@@ -34,30 +30,6 @@ impl GuestEvents {
             Some(previous) if previous == hash => Vec::new(),
             _ => events.to_vec(),
         }
-    }
-
-    /// Forgets the AppService with `uid` (deleted).
-    pub(super) fn forget(&self, uid: &str) {
-        self.lock().remove(uid);
-    }
-
-    /// Keeps only the AppServices whose uid `keep` accepts (the others are gone).
-    pub(super) fn retain(&self, keep: impl Fn(&str) -> bool) {
-        self.lock().retain(|uid, _| keep(uid));
-    }
-
-    /// How many AppServices have guest Events remembered.
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, u64>> {
-        // NB: a panic elsewhere cannot leave the map torn: it is only inserted into and removed
-        // from.
-        self.last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
