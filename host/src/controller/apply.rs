@@ -417,28 +417,13 @@ pub fn as_last_applied(
 ) -> Option<Applied> {
     let mut deployment = None;
     for (key, body) in rendered {
-        let (kind, ns, name) = key;
-        let fingerprint = match kind {
+        match key.0 {
             ChildKind::Deployment => {
-                let cached = children
-                    .deployments
-                    .store
-                    .get(&ObjectRef::new(name).within(ns));
-                let live = live(children, key, cached.as_ref())?;
-                let fingerprint = Fingerprint::of(*kind, live.meta());
-                deployment = Some(live);
-                fingerprint
+                deployment = Some(holding(&children.deployments.store, children, key, *body)?);
             }
             ChildKind::Service => {
-                let cached = children
-                    .services
-                    .store
-                    .get(&ObjectRef::new(name).within(ns));
-                Fingerprint::of(*kind, live(children, key, cached.as_ref())?.meta())
+                holding(&children.services.store, children, key, *body)?;
             }
-        };
-        if !children.last_applied.holds(key, *body, fingerprint) {
-            return None;
         }
     }
     let keep = rendered
@@ -449,6 +434,27 @@ pub fn as_last_applied(
         deployment: deployment.map(|d| Deployment::clone(&d)),
         ..Applied::default()
     })
+}
+
+/// The child `key` as it is now ([`live`], from `store`), when it still holds `body`
+/// ([`LastApplied::holds`]).
+fn holding<K>(
+    store: &Store<K>,
+    children: &Children,
+    key: &ChildKey,
+    body: BodyHash,
+) -> Option<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let (kind, ns, name) = key;
+    let cached = store.get(&ObjectRef::new(name).within(ns));
+    let live = live(children, key, cached.as_ref())?;
+    let fingerprint = Fingerprint::of(*kind, live.meta());
+    children
+        .last_applied
+        .holds(key, body, fingerprint)
+        .then_some(live)
 }
 
 /// The child `key` as it is now: as this process's last write returned it while the cache still

@@ -99,8 +99,12 @@ pub struct LastApplied(Mutex<HashMap<ChildKey, Entry>>);
 impl LastApplied {
     /// What is known of `body` for `key`, in one lookup.
     pub fn last(&self, key: &ChildKey, body: &Value) -> Last {
+        self.last_of(key, hash(body))
+    }
+
+    fn last_of(&self, key: &ChildKey, body: BodyHash) -> Last {
         match self.lock().get(key) {
-            Some(entry) if entry.body == hash(body) => Last::Same {
+            Some(entry) if entry.body == body => Last::Same {
                 verified: entry.verified,
             },
             _ => Last::Other,
@@ -115,9 +119,7 @@ impl LastApplied {
     /// True when `body` is still the last applied for `key` and the live child, of fingerprint
     /// `live`, was seen holding it: nothing would be applied to it for that body.
     pub fn holds(&self, key: &ChildKey, body: BodyHash, live: Fingerprint) -> bool {
-        self.lock()
-            .get(key)
-            .is_some_and(|entry| entry.body == body && entry.verified == Some(live))
+        self.last_of(key, body).verified(live)
     }
 
     /// Records that the live child `key` with fingerprint `live` holds the last body.
