@@ -27,6 +27,13 @@ pub const ANNOTATION_GUEST_DIGEST: &str = "apps.kudevops.io/guest-digest";
 /// create.
 pub const ANNOTATION_ADOPT: &str = "apps.kudevops.io/adopt";
 
+/// Annotation prefixes that other controllers own on the children, with who writes them: the
+/// Deployment controller keeps `deployment.kubernetes.io/revision` on every Deployment. A guest
+/// may not set them (it would fight that controller), so a change under them is never a change
+/// to what the operator applied.
+pub const FOREIGN_ANNOTATION_PREFIXES: [(&str, &str); 1] =
+    [("deployment.kubernetes.io/", "Deployment controller")];
+
 /// Lease that replicas running with `--leader-elect` compete for, in the operator's namespace.
 pub const LEADER_LEASE: &str = "app-operator-leader";
 

@@ -71,8 +71,8 @@ pub enum Change {
 #[derive(Debug, Default)]
 pub struct Applied {
     /// The Deployment the guest emitted, as the API server returned it after the apply (or as
-    /// cached, when it was up to date).
-    pub deployment: Option<Deployment>,
+    /// cached, when it was up to date), shared with the cache or the record of the write.
+    pub deployment: Option<Arc<Deployment>>,
     /// `(Kind/name, change)` of every child that the apply created or changed.
     pub changes: Vec<(String, Change)>,
     /// `Kind/name` of the children [`prune`] deleted after the apply (filled by the caller).
@@ -304,7 +304,7 @@ pub fn ownership(meta: &ObjectMeta, app: &AppService) -> Result<(), String> {
 }
 
 /// Applies one child unless the cache shows it up to date. Returns the child as the API server
-/// (or the cache) has it, and what the apply did.
+/// (or the cache) has it, shared, and what the apply did.
 ///
 /// A cached child (checked by [`check_cached_ownership`]), or one this process wrote and the
 /// cache does not show yet ([`OwnWrites::unseen`]), is applied on its uid. Any other child is
@@ -318,7 +318,7 @@ async fn apply_one<K>(
     app: &AppService,
     key: ChildKey,
     body: &serde_json::Value,
-) -> Result<(K, Change)>
+) -> Result<(Arc<K>, Change)>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     K: Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + Sync + 'static,
@@ -331,13 +331,13 @@ where
     if is_last && let Some(live) = live(children, &key, cached.as_ref()) {
         let fingerprint = Fingerprint::of(*kind, live.meta());
         if last.verified(fingerprint) {
-            return Ok((K::clone(&live), Change::None));
+            return Ok((live, Change::None));
         }
         // NB: the live object is serialized only when the body is the last one applied and
         // the child changed since it was last seen holding it.
         if serde_json::to_value(&*live).is_ok_and(|live| uptodate::contains(&live, &compared)) {
             children.last_applied.verify(&key, fingerprint);
-            return Ok((K::clone(&live), Change::None));
+            return Ok((live, Change::None));
         }
     }
     let _flight = children.own_writes.begin(&key);
@@ -380,6 +380,7 @@ where
             created => (None, created?),
         },
     };
+    let after = Arc::new(after);
     let answer = Fingerprint::of(*kind, after.meta());
     children
         .last_applied
@@ -398,7 +399,7 @@ where
             version,
             uid: after.uid().unwrap_or_default(),
             before,
-            object: Arc::new(after.clone()),
+            object: after.clone(),
         };
         children.own_writes.wrote(key, written);
     }
@@ -431,7 +432,7 @@ pub fn as_last_applied(
         .map(|((kind, _, name), _)| (*kind, name.as_str()))
         .collect();
     orphans(children, app, &keep).is_empty().then(|| Applied {
-        deployment: deployment.map(|d| Deployment::clone(&d)),
+        deployment,
         ..Applied::default()
     })
 }

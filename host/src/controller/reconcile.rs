@@ -72,7 +72,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
         }
     };
     let outcome = Outcome::Applied {
-        deployment: applied.deployment.as_ref(),
+        deployment: applied.deployment.as_deref(),
         guest: policy.digest(),
     };
     let now = Timestamp::now();

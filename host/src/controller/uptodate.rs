@@ -28,11 +28,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::child::{ChildKey, ChildKind};
+use crate::consts::FOREIGN_ANNOTATION_PREFIXES;
 
 /// A hash of the parts of a live child that change whenever a field an applied body can set
 /// changes: its uid and metadata, and for a Deployment its `generation` (which the API server
 /// bumps on every spec change, but not on status updates), for any other kind its
-/// `resourceVersion`.
+/// `resourceVersion`. Annotations under [`FOREIGN_ANNOTATION_PREFIXES`] are left out: no body
+/// sets them, and the Deployment controller changes its revision once after each rollout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fingerprint(u64);
 
@@ -46,7 +48,17 @@ impl Fingerprint {
             ChildKind::Service => meta.resource_version.hash(&mut hasher),
         }
         meta.labels.hash(&mut hasher);
-        meta.annotations.hash(&mut hasher);
+        let annotations = meta.annotations.iter().flatten().filter(|(key, _)| {
+            !FOREIGN_ANNOTATION_PREFIXES
+                .iter()
+                .any(|(prefix, _)| key.starts_with(prefix))
+        });
+        let mut count = 0_usize;
+        for annotation in annotations {
+            annotation.hash(&mut hasher);
+            count += 1;
+        }
+        count.hash(&mut hasher);
         meta.finalizers.hash(&mut hasher);
         meta.deletion_timestamp.is_some().hash(&mut hasher);
         for owner in meta.owner_references.iter().flatten() {
@@ -153,8 +165,8 @@ impl LastApplied {
 
 fn hash(body: &Value) -> BodyHash {
     let mut hasher = DefaultHasher::new();
-    // NB: serde_json keeps object keys sorted (no preserve_order), so equal values hash equally.
-    body.to_string().hash(&mut hasher);
+    // NB: serde_json hashes an object's entries in key order, so equal values hash equally.
+    body.hash(&mut hasher);
     BodyHash(hasher.finish())
 }
 
@@ -238,6 +250,19 @@ mod tests {
         let mut annotated = meta(1, "11");
         annotated.annotations = Some([("a".to_owned(), "b".to_owned())].into());
         assert_ne!(base, fp(&annotated));
+        let mut revised = meta(1, "12");
+        revised.annotations = Some(
+            [(
+                "deployment.kubernetes.io/revision".to_owned(),
+                "1".to_owned(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            base,
+            fp(&revised),
+            "the Deployment controller's revision is no body's field"
+        );
         let mut recreated = meta(1, "10");
         recreated.uid = Some("u2".into());
         assert_ne!(base, fp(&recreated));

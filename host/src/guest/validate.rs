@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use super::DesiredObject;
 use super::bindings;
 use super::names::{is_dns1035_label, is_dns1123_subdomain};
+use crate::consts::FOREIGN_ANNOTATION_PREFIXES;
 
 /// What the host refuses in a guest's output. Each variant names the offending object.
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +91,19 @@ pub enum Violation {
         name: String,
         /// The forbidden field, e.g. `ownerReferences`.
         field: String,
+    },
+    /// `metadata.annotations` has a key under a prefix another controller owns
+    /// ([`FOREIGN_ANNOTATION_PREFIXES`]).
+    #[error("{kind}/{name} sets annotation {key:?}, which the {owner} owns")]
+    Annotation {
+        /// Declared kind.
+        kind: String,
+        /// Declared name.
+        name: String,
+        /// The annotation key.
+        key: String,
+        /// Who owns the key, e.g. `Deployment controller`.
+        owner: &'static str,
     },
     /// The same `(apiVersion, kind, name)` is emitted twice.
     #[error("{kind}/{name} is emitted more than once")]
@@ -228,6 +242,25 @@ fn check(o: bindings::DesiredObject, rules: &Rules<'_>) -> Result<DesiredObject,
             field: field.clone(),
             kind,
             name,
+        });
+    }
+    let foreign = meta
+        .get("annotations")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flat_map(|annotations| annotations.keys())
+        .find_map(|key| {
+            FOREIGN_ANNOTATION_PREFIXES
+                .iter()
+                .find(|(prefix, _)| key.starts_with(prefix))
+                .map(|(_, owner)| (key.clone(), *owner))
+        });
+    if let Some((key, owner)) = foreign {
+        return Err(Violation::Annotation {
+            kind,
+            name,
+            key,
+            owner,
         });
     }
     if let Some(ns) = meta

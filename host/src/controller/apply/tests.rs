@@ -186,7 +186,11 @@ fn children_are_as_last_applied_only_while_each_holds_its_body_and_none_is_left_
     });
 
     let applied = as_last_applied(&cache, &app, &rendered).expect("as last applied");
-    assert_eq!(applied.deployment, Some(deployment.clone()), "as cached");
+    assert_eq!(
+        applied.deployment.as_deref(),
+        Some(&deployment),
+        "as cached"
+    );
     assert!(applied.changes.is_empty() && applied.pruned.is_empty());
     assert!(
         as_last_applied(&cache, &app, &rendered[..1]).is_none(),

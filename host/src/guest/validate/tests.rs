@@ -46,6 +46,8 @@ fn fills_in_identity_fields() {
 fn accepts_own_namespace_labels_and_annotations() {
     let body = r#"{"metadata":{"name":"a","namespace":"web","labels":{},"annotations":{}}}"#;
     assert!(check(vec![raw("Service", "a", body)]).is_ok());
+    let body = r#"{"metadata":{"annotations":{"kubernetes.io/change-cause":"v2"}}}"#;
+    assert!(check(vec![raw("Deployment", "a", body)]).is_ok());
 }
 
 #[test]
@@ -96,6 +98,17 @@ fn rejects_each_violation() {
         (
             raw("Deployment", "a", r#"{"metadata":{"ownerReferences":[]}}"#),
             |v| matches!(v, Violation::Metadata { field, .. } if field == "ownerReferences"),
+        ),
+        (
+            raw(
+                "Deployment",
+                "a",
+                r#"{"metadata":{"annotations":{"kubernetes.io/change-cause":"x","deployment.kubernetes.io/revision":"9"}}}"#,
+            ),
+            |v| {
+                matches!(v, Violation::Annotation { key, owner: "Deployment controller", .. }
+                    if key == "deployment.kubernetes.io/revision")
+            },
         ),
         (
             raw(
