@@ -4,6 +4,7 @@
 //! default guest meets `restricted` when an AppService asks for it.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use app_operator::crd::AppService;
 use app_operator::testing::hostile_guest;
@@ -188,5 +189,28 @@ async fn the_namespace_label_tightens_the_level_and_the_default_guest_meets_rest
         .patch(ns.name(), &PatchParams::default(), &Patch::Merge(&relax))
         .await?;
     wait_ready(&apps, "plain", "3/3").await?;
+
+    // An annotation is part of what the guest is given: asking a healthy AppService for
+    // restricted pods re-renders it at once, with no generation change and no resync.
+    let annotate =
+        json!({"metadata": {"annotations": {"apps.kudevops.io/pod-security": "restricted"}}});
+    apps.patch("plain", &PatchParams::default(), &Patch::Merge(&annotate))
+        .await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns.name());
+    wait::until(
+        "plain's pods to run as non-root",
+        Duration::from_secs(30),
+        || async {
+            let deployment = deployments.get("plain").await?;
+            let non_root = deployment
+                .spec
+                .template
+                .spec
+                .and_then(|s| s.security_context)
+                .and_then(|c| c.run_as_non_root);
+            Ok((non_root == Some(true)).then_some(()))
+        },
+    )
+    .await?;
     operator.stop().await
 }

@@ -106,8 +106,8 @@ fn without_errors<T>(item: &Result<T, watcher::Error>) -> future::Ready<bool> {
     future::ready(item.is_ok())
 }
 
-/// The AppService cache and the stream of AppServices whose generation or labels changed; what
-/// `per_app` remembers of an AppService is forgotten when the watch sees it go.
+/// The AppService cache and the stream of AppServices whose generation, labels or annotations
+/// changed; what `per_app` remembers of an AppService is forgotten when the watch sees it go.
 pub(super) fn apps(
     client: &Client,
     namespace: Option<&str>,
@@ -132,10 +132,12 @@ pub(super) fn apps(
     .inspect_ok(SyncTracker::on_listed(tracker, "appservices"))
     .applied_objects()
     // NB: status writes do not bump the generation; without this filter every status write
-    // would trigger another reconcile. Labels do not bump it either, but they choose the
-    // guest (a canary's selector) and are part of what the guest renders.
+    // would trigger another reconcile. Labels and annotations do not bump it either, but they
+    // are part of what the guest renders (and labels choose the guest: a canary's selector).
     .predicate_filter(
-        predicates::generation.combine(predicates::labels),
+        predicates::generation
+            .combine(predicates::labels)
+            .combine(predicates::annotations),
         Default::default(),
     )
     .filter(without_errors);
