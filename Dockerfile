@@ -17,9 +17,10 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 # host/build.rs builds the default guest for wasm32-wasip2 and embeds it in the binary.
-RUN cargo build --locked --release -p app-operator --bin app-operator \
+# Profile dist: the release profile with whole-program LTO (Cargo.toml).
+RUN cargo build --locked --profile dist -p app-operator --bin app-operator \
       --target x86_64-unknown-linux-musl \
- && cp target/x86_64-unknown-linux-musl/release/app-operator /app-operator
+ && cp target/x86_64-unknown-linux-musl/dist/app-operator /app-operator
 
 # --- run -------------------------------------------------------------------------------------
 # distroless/static: no shell, no package manager; CA certificates and a `nonroot` user (65532).
