@@ -34,6 +34,14 @@ pub const ANNOTATION_ADOPT: &str = "apps.kudevops.io/adopt";
 pub const FOREIGN_ANNOTATION_PREFIXES: [(&str, &str); 1] =
     [("deployment.kubernetes.io/", "Deployment controller")];
 
+/// Who owns annotation `key`, when it is under one of [`FOREIGN_ANNOTATION_PREFIXES`].
+pub fn foreign_annotation_owner(key: &str) -> Option<&'static str> {
+    FOREIGN_ANNOTATION_PREFIXES
+        .iter()
+        .find(|(prefix, _)| key.starts_with(prefix))
+        .map(|(_, owner)| *owner)
+}
+
 /// Lease that replicas running with `--leader-elect` compete for, in the operator's namespace.
 pub const LEADER_LEASE: &str = "app-operator-leader";
 

@@ -28,13 +28,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 
 use super::child::{ChildKey, ChildKind};
-use crate::consts::FOREIGN_ANNOTATION_PREFIXES;
+use crate::consts::foreign_annotation_owner;
 
 /// A hash of the parts of a live child that change whenever a field an applied body can set
 /// changes: its uid and metadata, and for a Deployment its `generation` (which the API server
 /// bumps on every spec change, but not on status updates), for any other kind its
-/// `resourceVersion`. Annotations under [`FOREIGN_ANNOTATION_PREFIXES`] are left out: no body
-/// sets them, and the Deployment controller changes its revision once after each rollout.
+/// `resourceVersion`. Annotations under [`crate::consts::FOREIGN_ANNOTATION_PREFIXES`] are left
+/// out: no body sets them, and the Deployment controller changes its revision after each rollout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fingerprint(u64);
 
@@ -48,11 +48,11 @@ impl Fingerprint {
             ChildKind::Service => meta.resource_version.hash(&mut hasher),
         }
         meta.labels.hash(&mut hasher);
-        let annotations = meta.annotations.iter().flatten().filter(|(key, _)| {
-            !FOREIGN_ANNOTATION_PREFIXES
-                .iter()
-                .any(|(prefix, _)| key.starts_with(prefix))
-        });
+        let annotations = meta
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(key, _)| foreign_annotation_owner(key).is_none());
         let mut count = 0_usize;
         for annotation in annotations {
             annotation.hash(&mut hasher);

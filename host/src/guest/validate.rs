@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::DesiredObject;
 use super::bindings;
 use super::names::{is_dns1035_label, is_dns1123_subdomain};
-use crate::consts::FOREIGN_ANNOTATION_PREFIXES;
+use crate::consts::foreign_annotation_owner;
 
 /// What the host refuses in a guest's output. Each variant names the offending object.
 #[derive(Debug, thiserror::Error)]
@@ -93,7 +93,7 @@ pub enum Violation {
         field: String,
     },
     /// `metadata.annotations` has a key under a prefix another controller owns
-    /// ([`FOREIGN_ANNOTATION_PREFIXES`]).
+    /// ([`crate::consts::FOREIGN_ANNOTATION_PREFIXES`]).
     #[error("{kind}/{name} sets annotation {key:?}, which the {owner} owns")]
     Annotation {
         /// Declared kind.
@@ -249,12 +249,7 @@ fn check(o: bindings::DesiredObject, rules: &Rules<'_>) -> Result<DesiredObject,
         .and_then(Value::as_object)
         .into_iter()
         .flat_map(|annotations| annotations.keys())
-        .find_map(|key| {
-            FOREIGN_ANNOTATION_PREFIXES
-                .iter()
-                .find(|(prefix, _)| key.starts_with(prefix))
-                .map(|(_, owner)| (key.clone(), *owner))
-        });
+        .find_map(|key| foreign_annotation_owner(key).map(|owner| (key.clone(), owner)));
     if let Some((key, owner)) = foreign {
         return Err(Violation::Annotation {
             kind,
