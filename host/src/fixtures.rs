@@ -1,9 +1,10 @@
 //! Test fixtures: AppServices and Deployments as the API server would return them.
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
+use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
 use kube::api::ObjectMeta;
 use serde_json::json;
 
+use crate::controller::view::DeploymentView;
 use crate::crd::{AppService, AppServiceSpec};
 
 impl AppService {
@@ -35,8 +36,9 @@ impl AppService {
     }
 }
 
-/// A Deployment of `desired` replicas of which `ready` are ready (and available, updated).
-pub(crate) fn deployment(desired: i32, ready: i32) -> Deployment {
+/// A Deployment of `desired` replicas of which `ready` are ready (and available, updated), as
+/// the controller's cache holds it.
+pub(crate) fn deployment(desired: i32, ready: i32) -> DeploymentView {
     serde_json::from_value(json!({
         "metadata": {"name": "nginx", "namespace": "ns", "generation": 2},
         "spec": {
@@ -56,7 +58,7 @@ pub(crate) fn deployment(desired: i32, ready: i32) -> Deployment {
 }
 
 /// A Deployment whose rollout exceeded its progress deadline.
-pub(crate) fn stuck_deployment() -> Deployment {
+pub(crate) fn stuck_deployment() -> DeploymentView {
     let mut d = deployment(3, 1);
     let status: &mut DeploymentStatus = d.status.as_mut().expect("has status");
     status.conditions = Some(vec![DeploymentCondition {

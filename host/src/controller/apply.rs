@@ -15,14 +15,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures::future;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{debug, info};
 
@@ -32,7 +29,8 @@ use super::cache::Cache;
 use super::child::ChildKey;
 use super::echo::{OwnWrites, Written};
 use super::error::{Error, Result};
-use super::uptodate::{self, BodyHash, Fingerprint, Last, LastApplied};
+use super::uptodate::{BodyHash, Fingerprint, Last, LastApplied};
+use super::view::{DeploymentView, ServiceView};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
@@ -43,9 +41,9 @@ use crate::stamp;
 #[derive(Clone)]
 pub struct Children {
     /// Deployments labelled as managed by the operator.
-    pub deployments: Cache<Deployment>,
+    pub deployments: Cache<DeploymentView>,
     /// Services labelled as managed by the operator.
-    pub services: Cache<Service>,
+    pub services: Cache<ServiceView>,
     /// What this process last applied, to skip applies that would change nothing.
     pub last_applied: Arc<LastApplied>,
     /// The versions this process's applies left, to drop their echoes from the child watches.
@@ -72,7 +70,7 @@ pub enum Change {
 pub struct Applied {
     /// The Deployment the guest emitted, as the API server returned it after the apply (or as
     /// cached, when it was up to date), shared with the cache or the record of the write.
-    pub deployment: Option<Arc<Deployment>>,
+    pub deployment: Option<Arc<DeploymentView>>,
     /// `(Kind/name, change)` of every child that the apply created or changed.
     pub changes: Vec<(String, Change)>,
     /// `Kind/name` of the children [`prune`] deleted after the apply (filled by the caller).
@@ -321,7 +319,7 @@ async fn apply_one<K>(
 ) -> Result<(Arc<K>, Change)>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    K: Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + Sync + 'static,
+    K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (kind, ns, name) = &key;
     let cached = store.get(&ObjectRef::new(name).within(ns));
@@ -329,14 +327,10 @@ where
     let last = children.last_applied.last(&key, &compared);
     let is_last = last != Last::Other;
     if is_last && let Some(live) = live(children, &key, cached.as_ref()) {
-        let fingerprint = Fingerprint::of(*kind, live.meta());
-        if last.verified(fingerprint) {
-            return Ok((live, Change::None));
-        }
-        // NB: the live object is serialized only when the body is the last one applied and
-        // the child changed since it was last seen holding it.
-        if serde_json::to_value(&*live).is_ok_and(|live| uptodate::contains(&live, &compared)) {
-            children.last_applied.verify(&key, fingerprint);
+        // NB: a child changed since the apply of that body is applied again: the cache holds
+        // no spec to compare ([`super::view`]), and an apply that changes nothing is a write,
+        // not a change.
+        if last.verified(Fingerprint::of(*kind, live.meta())) {
             return Ok((live, Change::None));
         }
     }
@@ -380,6 +374,9 @@ where
             created => (None, created?),
         },
     };
+    let mut after = after;
+    // NB: most of an apply's answer; kept with the write until its echo comes.
+    after.meta_mut().managed_fields = None;
     let after = Arc::new(after);
     let answer = Fingerprint::of(*kind, after.meta());
     children
@@ -408,7 +405,7 @@ where
 
 /// The children `rendered` (each with the hash of its body) as [`apply_all`] and [`prune`] would
 /// leave them, when that is as they are: every one is still what this process last applied to
-/// it, unchanged since it was seen holding that body ([`LastApplied::holds`]), and `app`
+/// it, unchanged since that apply ([`LastApplied::holds`]), and `app`
 /// controls no other cached child. Then there is nothing to apply or prune, and this returns
 /// what [`apply_all`] would (the Deployment as cached, no change); otherwise `None`.
 pub fn as_last_applied(
@@ -485,8 +482,10 @@ pub async fn prune(
     for (kind, name, uid) in orphans(children, app, &keep) {
         let ns = app.namespace().unwrap_or_default();
         match kind {
-            ChildKind::Deployment => delete::<Deployment>(client, &ns, kind, &name, uid).await?,
-            ChildKind::Service => delete::<Service>(client, &ns, kind, &name, uid).await?,
+            ChildKind::Deployment => {
+                delete::<DeploymentView>(client, &ns, kind, &name, uid).await?
+            }
+            ChildKind::Service => delete::<ServiceView>(client, &ns, kind, &name, uid).await?,
         }
         let key = (kind, ns.clone(), name.clone());
         children.last_applied.forget(&key);

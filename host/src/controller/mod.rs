@@ -17,6 +17,7 @@ mod scenario;
 mod settle;
 pub mod status;
 mod uptodate;
+pub mod view;
 mod watches;
 mod written;
 
@@ -25,8 +26,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
 use kube::api::ListParams;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -231,7 +230,7 @@ pub async fn run(
         metrics.clone(),
     );
     let own_writes = Arc::<echo::OwnWrites>::default();
-    let (deployments, deployment_stream) = watches::children::<Deployment>(
+    let (deployments, deployment_stream) = watches::children::<view::DeploymentView>(
         &client,
         ns,
         tracker.clone(),
@@ -239,7 +238,7 @@ pub async fn run(
         own_writes.clone(),
         metrics.clone(),
     );
-    let (services, service_stream) = watches::children::<Service>(
+    let (services, service_stream) = watches::children::<view::ServiceView>(
         &client,
         ns,
         tracker.clone(),

@@ -84,12 +84,13 @@ impl PerApp {
 
     /// An `inspect_ok` callback for the AppService watch, whose cache is `live`: forgets an
     /// AppService when its deletion is seen, and those a re-list no longer shows (deleted while
-    /// the watch was down).
+    /// the watch was down), and a status written once the watch brings a newer version.
     pub(super) fn on_app_event(
         self: std::sync::Arc<Self>,
         live: Store<AppService>,
     ) -> impl Fn(&watcher::Event<AppService>) + Send + Sync + 'static {
         move |event| match event {
+            watcher::Event::Apply(app) | watcher::Event::InitApply(app) => self.written.seen(app),
             watcher::Event::Delete(app) => self.forget(app),
             watcher::Event::InitDone => self.retain(&live),
             _ => {}

@@ -4,11 +4,11 @@
 mod reported;
 pub use reported::with_guest;
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use super::view::DeploymentView;
 use crate::crd::{AppService, AppServiceStatus};
 use crate::text::truncate_then_mark;
 
@@ -29,7 +29,7 @@ pub enum Outcome<'a> {
     /// as returned by the API server, if the guest emitted one.
     Applied {
         /// The Deployment as the API server returned it after the apply.
-        deployment: Option<&'a Deployment>,
+        deployment: Option<&'a DeploymentView>,
         /// Digest of the guest that rendered the children.
         guest: &'a str,
     },
@@ -154,7 +154,7 @@ struct Rollout {
 }
 
 impl Rollout {
-    fn of(d: &Deployment) -> Self {
+    fn of(d: &DeploymentView) -> Self {
         let status = d.status.clone().unwrap_or_default();
         Self {
             desired: d.spec.replicas.unwrap_or(1),
@@ -199,7 +199,7 @@ impl Rollout {
 }
 
 /// A reason and message when the Deployment reports that it cannot make progress.
-fn stuck(d: &Deployment) -> Option<(&'static str, String)> {
+fn stuck(d: &DeploymentView) -> Option<(&'static str, String)> {
     let conditions = d.status.as_ref()?.conditions.as_ref()?;
     conditions
         .iter()
@@ -216,7 +216,7 @@ fn stuck(d: &Deployment) -> Option<(&'static str, String)> {
 }
 
 /// The Deployment's `matchLabels` as a label selector string, e.g. `app=nginx`.
-fn selector(d: &Deployment) -> Option<String> {
+fn selector(d: &DeploymentView) -> Option<String> {
     let labels = d.spec.selector.match_labels.as_ref()?;
     let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     Some(parts.join(","))

@@ -57,6 +57,21 @@ impl WrittenStatus {
         }
     }
 
+    /// Forgets the status written over an older version of `app`, as the AppService watch
+    /// brings `app`: the cache has caught up with the write (or someone wrote since), so
+    /// [`WrittenStatus::latest`] would drop it anyway. Without this, the record of every
+    /// AppService would stay until its next reconcile.
+    pub(super) fn seen(&self, app: &AppService) {
+        let key = ObjectRef::from_obj(app);
+        let mut written = self.lock();
+        if written
+            .get(&key)
+            .is_some_and(|w| app.resource_version().as_deref() != Some(w.from.as_str()))
+        {
+            written.remove(&key);
+        }
+    }
+
     /// Forgets `app`, e.g. once it is being deleted.
     pub(super) fn forget(&self, app: &AppService) {
         self.lock().remove(&ObjectRef::from_obj(app));
@@ -110,6 +125,18 @@ mod tests {
         assert_eq!(ready(&written.latest(app("5", Some("0/1")))), Some("1/1"));
         // The write's own version arrives: the cache has caught up, the record goes.
         assert_eq!(ready(&written.latest(app("6", Some("1/1")))), Some("1/1"));
+        assert_eq!(ready(&written.latest(app("5", Some("0/1")))), Some("0/1"));
+    }
+
+    #[test]
+    fn the_watch_bringing_a_newer_version_drops_the_record() {
+        let written = WrittenStatus::default();
+        let before = app("5", Some("0/1"));
+        written.wrote(&before, AppServiceStatus::default());
+        written.seen(&before);
+        assert_eq!(written.len(), 1, "the version the write started from");
+        written.seen(&app("6", Some("1/1")));
+        assert_eq!(written.len(), 0, "caught up");
         assert_eq!(ready(&written.latest(app("5", Some("0/1")))), Some("0/1"));
     }
 

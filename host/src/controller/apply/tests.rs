@@ -1,10 +1,9 @@
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
 use serde_json::json;
 
 use super::*;
+use crate::controller::view::{DeploymentView, ServiceView};
 
 fn child<K: serde::de::DeserializeOwned>(kind: &str, name: &str, owner_uid: &str) -> K {
     serde_json::from_value(json!({
@@ -40,7 +39,7 @@ where
     Cache::new(writer.as_reader(), owners)
 }
 
-fn children(deployments: Vec<Deployment>, services: Vec<Service>) -> Children {
+fn children(deployments: Vec<DeploymentView>, services: Vec<ServiceView>) -> Children {
     Children {
         deployments: cache(deployments),
         services: cache(services),
@@ -159,8 +158,8 @@ fn a_precondition_is_sent_in_the_applied_metadata() {
 #[test]
 fn children_are_as_last_applied_only_while_each_holds_its_body_and_none_is_left_over() {
     let app = AppService::test();
-    let deployment: Deployment = child("Deployment", "nginx", "uid-1");
-    let service: Service = child("Service", "nginx", "uid-1");
+    let deployment: DeploymentView = child("Deployment", "nginx", "uid-1");
+    let service: ServiceView = child("Service", "nginx", "uid-1");
     let cache = children(vec![deployment.clone()], vec![service.clone()]);
     let key = |kind| (kind, "ns".to_owned(), "nginx".to_owned());
     let (d, s) = (key(ChildKind::Deployment), key(ChildKind::Service));
@@ -187,8 +186,8 @@ fn children_are_as_last_applied_only_while_each_holds_its_body_and_none_is_left_
 
     let applied = as_last_applied(&cache, &app, &rendered).expect("as last applied");
     assert_eq!(
-        applied.deployment.as_deref(),
-        Some(&deployment),
+        applied.deployment.map(|d| d.metadata.clone()),
+        Some(deployment.metadata.clone()),
         "as cached"
     );
     assert!(applied.changes.is_empty() && applied.pruned.is_empty());
@@ -206,12 +205,14 @@ fn children_are_as_last_applied_only_while_each_holds_its_body_and_none_is_left_
 
     let mut changed = service.clone();
     changed.metadata.resource_version = Some("9".into());
-    cache
-        .last_applied
-        .verify(&s, seen(ChildKind::Service, &changed.metadata));
+    cache.last_applied.applied(
+        s.clone(),
+        &body,
+        seen(ChildKind::Service, &changed.metadata),
+    );
     assert!(
         as_last_applied(&cache, &app, &rendered).is_none(),
-        "the cached Service is not the one seen holding the body"
+        "the cached Service is not the one the apply returned"
     );
     cache.last_applied.applied(
         s.clone(),

@@ -17,7 +17,7 @@ fn get<'a>(status: &'a AppServiceStatus, type_: &str) -> &'a Condition {
         .expect("condition present")
 }
 
-fn applied(d: Option<&Deployment>) -> Outcome<'_> {
+fn applied(d: Option<&DeploymentView>) -> Outcome<'_> {
     Outcome::Applied {
         deployment: d,
         guest: GUEST,
@@ -185,7 +185,7 @@ fn long_messages_are_truncated() {
 #[test]
 fn only_a_healthy_rollout_under_way_is_in_progress() {
     let app = AppService::test();
-    let status = |d: &Deployment| desired(&app, &applied(Some(d)), at(0));
+    let status = |d: &DeploymentView| desired(&app, &applied(Some(d)), at(0));
     assert!(
         in_progress(&status(&deployment(3, 1))),
         "pods not all ready"
