@@ -69,6 +69,12 @@ impl WrittenStatus {
             .is_some_and(|w| app.resource_version().as_deref() != Some(w.from.as_str()))
         {
             written.remove(&key);
+            // NB: a burst of new AppServices fills the map for as long as their first status
+            // writes are in flight (0.5 MiB of table at 1000); give the room back after.
+            if written.len() * 4 < written.capacity() {
+                let len = written.len();
+                written.shrink_to(len * 2);
+            }
         }
     }
 
