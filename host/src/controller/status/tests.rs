@@ -1,7 +1,8 @@
+use k8s_openapi::api::apps::v1::{DeploymentCondition, DeploymentStatus};
 use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
 
 use super::*;
-use crate::fixtures::{deployment, stuck_deployment};
 
 const GUEST: &str = "sha256:0123";
 
@@ -314,4 +315,39 @@ fn a_failed_render_keeps_the_guest_conditions() {
     // A 0.1.0 guest (an empty report) clears them.
     let status = with_guest(desired(&app, &applied(None), at(6)), &app, Some(&[]), at(6));
     assert!(status.conditions.iter().all(|c| c.type_ != "Pinned"));
+}
+
+/// A Deployment of `desired` replicas of which `ready` are ready (and available, updated), as
+/// the controller's cache holds it.
+fn deployment(desired: i32, ready: i32) -> DeploymentView {
+    serde_json::from_value(json!({
+        "metadata": {"name": "nginx", "namespace": "ns", "generation": 2},
+        "spec": {
+            "replicas": desired,
+            "selector": {"matchLabels": {"app": "nginx"}},
+            "template": {"metadata": {"labels": {"app": "nginx"}}},
+        },
+        "status": {
+            "observedGeneration": 2,
+            "replicas": desired,
+            "updatedReplicas": desired,
+            "readyReplicas": ready,
+            "availableReplicas": ready,
+        },
+    }))
+    .expect("valid Deployment")
+}
+
+/// A Deployment whose rollout exceeded its progress deadline.
+fn stuck_deployment() -> DeploymentView {
+    let mut d = deployment(3, 1);
+    let status: &mut DeploymentStatus = d.status.as_mut().expect("has status");
+    status.conditions = Some(vec![DeploymentCondition {
+        type_: Some("Progressing".into()),
+        status: Some("False".into()),
+        reason: Some("ProgressDeadlineExceeded".into()),
+        message: Some("ReplicaSet \"nginx-1\" has timed out progressing.".into()),
+        ..DeploymentCondition::default()
+    }]);
+    d
 }
