@@ -90,7 +90,8 @@ impl PerApp {
         live: Store<AppService>,
     ) -> impl Fn(&watcher::Event<AppService>) + Send + Sync + 'static {
         move |event| match event {
-            watcher::Event::Apply(app) | watcher::Event::InitApply(app) => self.written.seen(app),
+            // NB: not on a re-list's objects: the cache shows them only once the list is done.
+            watcher::Event::Apply(app) => self.written.seen(app),
             watcher::Event::Delete(app) => self.forget(app),
             watcher::Event::InitDone => self.retain(&live),
             _ => {}
