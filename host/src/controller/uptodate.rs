@@ -11,9 +11,10 @@
 //! someone added) leads to a normal apply, which changes nothing where nothing of the
 //! operator's changed. The cache holds no spec to compare with ([`super::view`]).
 //!
-//! Both checks ignore the guest digest annotation ([`crate::stamp::without_provenance`]): a new guest that
-//! renders the same objects rewrites no child. The annotation then names the guest that last
-//! changed the child, and the AppService's `status.guestDigest` the guest in force.
+//! The body hash leaves the guest digest annotation out ([`crate::stamp::without_provenance`]),
+//! so a new guest that renders the same objects rewrites no child. The annotation then names
+//! the guest that last changed the child, and the AppService's `status.guestDigest` the guest
+//! in force.
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;

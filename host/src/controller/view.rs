@@ -14,10 +14,10 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// A Deployment as the controller reads it: metadata, replicas, selector and status.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub struct DeploymentView {
     /// The Deployment's metadata (managedFields dropped by the watch).
     #[serde(default)]
@@ -31,7 +31,7 @@ pub struct DeploymentView {
 }
 
 /// The part of a Deployment's spec the controller reads.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Default, Deserialize)]
 pub struct DeploymentSpecView {
     /// Desired pods; 1 when unset.
     #[serde(default)]
@@ -42,7 +42,7 @@ pub struct DeploymentSpecView {
 }
 
 /// A Service as the controller reads it: its metadata.
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub struct ServiceView {
     /// The Service's metadata (managedFields dropped by the watch).
     #[serde(default)]

@@ -27,6 +27,13 @@ struct Written {
     status: AppServiceStatus,
 }
 
+impl Written {
+    /// True while `app` is the version the write started from: the cache is behind it.
+    fn ahead_of(&self, app: &AppService) -> bool {
+        app.resource_version().as_deref() == Some(self.from.as_str())
+    }
+}
+
 impl WrittenStatus {
     /// Records that `status` was written over `app` (the AppService the reconcile started from).
     pub(super) fn wrote(&self, app: &AppService, status: AppServiceStatus) {
@@ -44,13 +51,13 @@ impl WrittenStatus {
         let key = ObjectRef::from_obj(&*app);
         let mut written = self.lock();
         match written.get(&key) {
-            Some(w) if app.resource_version().as_deref() == Some(w.from.as_str()) => {
+            Some(w) if w.ahead_of(&app) => {
                 let mut behind = (*app).clone();
                 behind.status = Some(w.status.clone());
                 Arc::new(behind)
             }
             Some(_) => {
-                written.remove(&key);
+                drop_record(&mut written, &key);
                 app
             }
             None => app,
@@ -64,23 +71,14 @@ impl WrittenStatus {
     pub(super) fn seen(&self, app: &AppService) {
         let key = ObjectRef::from_obj(app);
         let mut written = self.lock();
-        if written
-            .get(&key)
-            .is_some_and(|w| app.resource_version().as_deref() != Some(w.from.as_str()))
-        {
-            written.remove(&key);
-            // NB: a burst of new AppServices fills the map for as long as their first status
-            // writes are in flight (0.5 MiB of table at 1000); give the room back after.
-            if written.len() * 4 < written.capacity() {
-                let len = written.len();
-                written.shrink_to(len * 2);
-            }
+        if written.get(&key).is_some_and(|w| !w.ahead_of(app)) {
+            drop_record(&mut written, &key);
         }
     }
 
     /// Forgets `app`, e.g. once it is being deleted.
     pub(super) fn forget(&self, app: &AppService) {
-        self.lock().remove(&ObjectRef::from_obj(app));
+        drop_record(&mut self.lock(), &ObjectRef::from_obj(app));
     }
 
     /// Keeps only the AppServices `keep` accepts (the others are gone).
@@ -98,6 +96,17 @@ impl WrittenStatus {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Removes the record of `key`, and gives the table's room back once it is mostly empty: a
+/// burst of new AppServices fills it for as long as their first status writes are in flight
+/// (0.5 MiB of table at 1000).
+fn drop_record(written: &mut HashMap<ObjectRef<AppService>, Written>, key: &ObjectRef<AppService>) {
+    written.remove(key);
+    if written.len() * 4 < written.capacity() {
+        let len = written.len();
+        written.shrink_to(len * 2);
     }
 }
 
