@@ -1,7 +1,9 @@
 //! The host's stamp on a guest's objects: namespace, owner reference, labels and the guest
 //! digest annotation. The result is exactly what the controller applies. The digest is
 //! provenance, not content: what is compared to decide whether a child changes leaves it out
-//! ([`without_provenance`]).
+//! ([`without_provenance`], [`hash_without_provenance`]).
+
+use std::hash::{Hash, Hasher};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::{Map, Value};
@@ -72,6 +74,57 @@ pub fn without_provenance(body: &Value) -> Value {
         }
     }
     body
+}
+
+/// Feeds `body` to `state` as [`without_provenance`] leaves it, without copying it: bodies
+/// that are equal without the digest annotation hash equally.
+pub fn hash_without_provenance(body: &Value, state: &mut impl Hasher) {
+    let Some(object) = body.as_object() else {
+        return body.hash(state);
+    };
+    state.write_usize(object.len());
+    for (key, value) in object {
+        key.hash(state);
+        match value {
+            Value::Object(meta) if key == "metadata" => hash_metadata(meta, state),
+            _ => value.hash(state),
+        }
+    }
+}
+
+/// [`hash_without_provenance`] of `metadata`: the annotations without the digest, and no
+/// annotations at all when nothing else is left in them.
+fn hash_metadata(meta: &Map<String, Value>, state: &mut impl Hasher) {
+    let kept = |annotations: &'_ Map<String, Value>| {
+        annotations
+            .iter()
+            .filter(|(key, _)| key.as_str() != ANNOTATION_GUEST_DIGEST)
+            .count()
+    };
+    let annotations = meta.get("annotations").and_then(Value::as_object);
+    let dropped = annotations.is_some_and(|a| kept(a) == 0);
+    state.write_usize(meta.len() - usize::from(dropped));
+    for (key, value) in meta {
+        match value {
+            Value::Object(annotations) if key == "annotations" => {
+                if dropped {
+                    continue;
+                }
+                key.hash(state);
+                state.write_usize(kept(annotations));
+                for (name, annotation) in annotations {
+                    if name != ANNOTATION_GUEST_DIGEST {
+                        name.hash(state);
+                        annotation.hash(state);
+                    }
+                }
+            }
+            _ => {
+                key.hash(state);
+                value.hash(state);
+            }
+        }
+    }
 }
 
 /// The AppService as the controlling owner of its children, or `None` without name or uid.

@@ -21,6 +21,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use tracing::{debug, info};
 
 pub use super::child::ChildKind;
@@ -34,7 +35,6 @@ use super::view::{DeploymentView, ServiceView};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
-use crate::stamp;
 
 /// Caches of the children the operator manages, kept by the controller's watches, and what
 /// this process wrote to them.
@@ -88,20 +88,19 @@ impl Applied {
     }
 }
 
-/// Server-side applies every object, stamped with ownership, with the operator's field manager,
-/// forcing conflicts (the operator owns the fields of the children it controls). Applies nothing
-/// when a cached child is not `app`'s ([`check_cached_ownership`]); a child the cache does not
-/// know is created only if it does not exist, and checked when it does ([`apply_one`]).
+/// Server-side applies every object of `stamped` (the guest's output stamped for `app`,
+/// [`crate::stamp::children`]) with the operator's field manager, forcing conflicts (the
+/// operator owns the fields of the children it controls). Applies nothing when a cached child
+/// is not `app`'s ([`check_cached_ownership`]); a child the cache does not know is created only
+/// if it does not exist, and checked when it does ([`apply_one`]).
 pub async fn apply_all(
     client: &Client,
     children: &Children,
     app: &AppService,
-    digest: &str,
-    objects: &[DesiredObject],
+    stamped: &[DesiredObject],
 ) -> Result<Applied> {
     let ns = app.namespace().unwrap_or_default();
-    check_cached_ownership(children, app, &ns, objects)?;
-    let stamped = stamp::children(app, digest, objects.to_vec());
+    check_cached_ownership(children, app, &ns, stamped)?;
     // NB: the children are independent objects: apply them at once, not one after another.
     let results = future::try_join_all(stamped.iter().map(|object| async {
         let kind = ChildKind::of(&object.api_version, &object.kind).ok_or_else(|| {
@@ -161,21 +160,82 @@ pub enum Precondition {
 pub const CREATE_ONLY_VERSION: &str = "1";
 
 impl Precondition {
-    /// `body` with the precondition in its metadata.
-    pub fn on(&self, body: &serde_json::Value) -> serde_json::Value {
-        let mut body = body.clone();
-        let (field, value) = match self {
-            Precondition::Absent => ("resourceVersion", CREATE_ONLY_VERSION.to_owned()),
-            Precondition::Uid(uid) => ("uid", uid.clone()),
-        };
-        if let Some(meta) = body
-            .as_object_mut()
-            .map(|o| o.entry("metadata").or_insert_with(|| serde_json::json!({})))
-            .and_then(|m| m.as_object_mut())
-        {
-            meta.insert(field.to_owned(), value.into());
+    /// `body` with the precondition in its metadata, as it is sent: serialized from `body`
+    /// without copying it.
+    pub fn on<'a>(&'a self, body: &'a serde_json::Value) -> Conditioned<'a> {
+        Conditioned {
+            body,
+            precondition: self,
         }
-        body
+    }
+
+    /// The metadata field that carries the precondition, and its value.
+    fn field(&self) -> (&'static str, &str) {
+        match self {
+            Precondition::Absent => ("resourceVersion", CREATE_ONLY_VERSION),
+            Precondition::Uid(uid) => ("uid", uid),
+        }
+    }
+}
+
+/// An object body with a [`Precondition`] in its metadata ([`Precondition::on`]). A body that
+/// is not a JSON object is sent as it is; one without metadata gets metadata holding only the
+/// precondition.
+#[derive(Debug)]
+pub struct Conditioned<'a> {
+    body: &'a serde_json::Value,
+    precondition: &'a Precondition,
+}
+
+impl Serialize for Conditioned<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let Some(object) = self.body.as_object() else {
+            return self.body.serialize(serializer);
+        };
+        let empty = serde_json::Map::new();
+        let meta = match object.get("metadata") {
+            Some(serde_json::Value::Object(meta)) => Some(meta),
+            Some(_) => None,
+            None => Some(&empty),
+        };
+        let added = usize::from(!object.contains_key("metadata"));
+        let mut map = serializer.serialize_map(Some(object.len() + added))?;
+        for (key, value) in object {
+            match meta {
+                Some(meta) if key == "metadata" => map.serialize_entry(key, &self.with(meta))?,
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        if added == 1 {
+            map.serialize_entry("metadata", &self.with(&empty))?;
+        }
+        map.end()
+    }
+}
+
+impl<'a> Conditioned<'a> {
+    fn with(&self, meta: &'a serde_json::Map<String, serde_json::Value>) -> ConditionedMeta<'a> {
+        let (field, value) = self.precondition.field();
+        ConditionedMeta { meta, field, value }
+    }
+}
+
+/// Metadata with one field set over whatever it held.
+struct ConditionedMeta<'a> {
+    meta: &'a serde_json::Map<String, serde_json::Value>,
+    field: &'static str,
+    value: &'a str,
+}
+
+impl Serialize for ConditionedMeta<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let kept = self.meta.iter().filter(|(key, _)| *key != self.field);
+        let mut map = serializer.serialize_map(Some(kept.clone().count() + 1))?;
+        for (key, value) in kept {
+            map.serialize_entry(key, value)?;
+        }
+        map.serialize_entry(self.field, self.value)?;
+        map.end()
     }
 }
 
@@ -323,8 +383,7 @@ where
 {
     let (kind, ns, name) = &key;
     let cached = store.get(&ObjectRef::new(name).within(ns));
-    let compared = stamp::without_provenance(body);
-    let last = children.last_applied.last(&key, &compared);
+    let last = children.last_applied.last(&key, body);
     let is_last = last != Last::Other;
     if is_last && let Some(live) = live(children, &key, cached.as_ref()) {
         // NB: a child changed since the apply of that body is applied again: the cache holds
@@ -374,14 +433,10 @@ where
             created => (None, created?),
         },
     };
-    let mut after = after;
-    // NB: most of an apply's answer; kept with the write until its echo comes.
-    after.meta_mut().managed_fields = None;
+    // NB: kept with the write until its echo comes; the views parse no managedFields.
     let after = Arc::new(after);
     let answer = Fingerprint::of(*kind, after.meta());
-    children
-        .last_applied
-        .applied(key.clone(), &compared, answer);
+    children.last_applied.applied(key.clone(), body, answer);
     let change = match (&before, after.resource_version()) {
         (_, None) => Change::None,
         (before, after) if *before == after => Change::None,

@@ -10,6 +10,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
+use serde::de::IgnoredAny;
 use serde_json::json;
 use tracing::{Span, debug, field, info, instrument, warn};
 
@@ -23,6 +24,7 @@ use crate::consts::FIELD_MANAGER;
 use crate::crd::{AppService, AppServiceStatus};
 use crate::error_chain;
 use crate::guest::{self, DesiredObject};
+use crate::stamp;
 use crate::swap;
 
 /// Reconciles one AppService. The root span of everything the controller does for it.
@@ -157,7 +159,9 @@ async fn render_and_apply(
     let uid = app.uid().unwrap_or_default();
     facts.guest = ctx.per_app.guest_events.changed(&uid, &report.events);
 
-    let applied = match apply_and_prune(ctx, app, policy.digest(), &objects).await {
+    // NB: stamped in place; the guest's own output is not needed after this.
+    let objects = stamp::children(app, policy.digest(), objects);
+    let applied = match apply_and_prune(ctx, app, &objects).await {
         Ok(applied) => applied,
         Err(error) => {
             let outcome = Outcome::ApplyFailed {
@@ -245,14 +249,15 @@ async fn call(
     rendered
 }
 
+/// Applies `stamped`, the guest's output stamped for `app`, and prunes the children it no
+/// longer names.
 async fn apply_and_prune(
     ctx: &Context,
     app: &AppService,
-    digest: &str,
-    objects: &[DesiredObject],
+    stamped: &[DesiredObject],
 ) -> Result<Applied> {
-    let mut applied = apply::apply_all(&ctx.client, &ctx.children, app, digest, objects).await?;
-    applied.pruned = apply::prune(&ctx.client, &ctx.children, app, objects).await?;
+    let mut applied = apply::apply_all(&ctx.client, &ctx.children, app, stamped).await?;
+    applied.pruned = apply::prune(&ctx.client, &ctx.children, app, stamped).await?;
     Ok(applied)
 }
 
@@ -289,7 +294,16 @@ async fn write_status(ctx: &Context, app: &AppService, desired: &AppServiceStatu
         "status": desired,
     }));
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch_status(&name, &params, &patch)
+    // NB: `Api::patch_status` would parse the answer, the whole AppService with its
+    // managedFields, into an object nobody reads; serde skips it instead.
+    let written = async {
+        let mut request = kube::core::Request::new(api.resource_url())
+            .patch_subresource("status", &name, &params, &patch)
+            .map_err(kube::Error::BuildRequest)?;
+        request.extensions_mut().insert("patch_status");
+        ctx.client.request::<IgnoredAny>(request).await
+    };
+    written
         .await
         .map_err(|source| Error::Status { name, source })?;
     ctx.per_app.written.wrote(app, desired.clone());

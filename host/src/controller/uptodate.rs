@@ -11,8 +11,8 @@
 //! someone added) leads to a normal apply, which changes nothing where nothing of the
 //! operator's changed. The cache holds no spec to compare with ([`super::view`]).
 //!
-//! The body hash leaves the guest digest annotation out ([`crate::stamp::without_provenance`]),
-//! so a new guest that renders the same objects rewrites no child. The annotation then names
+//! The body hash leaves the guest digest annotation out
+//! ([`crate::stamp::hash_without_provenance`]), so a new guest that renders the same objects rewrites no child. The annotation then names
 //! the guest that last changed the child, and the AppService's `status.guestDigest` the guest
 //! in force.
 
@@ -26,6 +26,7 @@ use serde_json::Value;
 
 use super::child::{ChildKey, ChildKind};
 use crate::consts::foreign_annotation_owner;
+use crate::stamp::hash_without_provenance;
 
 /// A hash of the parts of a live child that change whenever a field an applied body can set
 /// changes: its uid and metadata, and for a Deployment its `generation` (which the API server
@@ -150,10 +151,11 @@ impl LastApplied {
     }
 }
 
+/// The hash of `body` without the guest digest annotation.
 fn hash(body: &Value) -> BodyHash {
     let mut hasher = DefaultHasher::new();
     // NB: serde_json hashes an object's entries in key order, so equal values hash equally.
-    body.hash(&mut hasher);
+    hash_without_provenance(body, &mut hasher);
     BodyHash(hasher.finish())
 }
 
@@ -283,5 +285,29 @@ mod tests {
             without_provenance(&kept),
             json!({"metadata": {"annotations": {"team": "x"}}})
         );
+        // NB: the body hash agrees with without_provenance, without copying the body.
+        let bodies = [
+            a.clone(),
+            b,
+            json!({"metadata": {"name": "web"}}),
+            json!({"metadata": {"name": "web", "annotations": {}}}),
+            json!({"metadata": {"name": "api"}}),
+            json!({"metadata": {"name": "web", "annotations": {"team": "x"}}}),
+            json!({"metadata": {"name": "web", "annotations": {"team": "x", ANNOTATION_GUEST_DIGEST: "d"}}}),
+            json!({"metadata": {"name": "web", "annotations": {"team": "y"}}}),
+            json!({"metadata": {"name": "web"}, "spec": {"replicas": 1}}),
+            json!({"metadata": {"name": "web"}, "spec": {"replicas": 2}}),
+            json!({"metadata": "web"}),
+            json!("web"),
+        ];
+        for x in &bodies {
+            for y in &bodies {
+                assert_eq!(
+                    hash(x) == hash(y),
+                    without_provenance(x) == without_provenance(y),
+                    "{x} and {y}"
+                );
+            }
+        }
     }
 }

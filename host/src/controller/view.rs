@@ -8,19 +8,26 @@
 //! this process's own applies ([`super::uptodate`]), and anything else is applied again. So
 //! the caches hold these views, not the full objects: measured with heaptrack at 1000
 //! AppServices (2026-12-05), a cached `Deployment` took 8.8 KiB of heap and a `Service` 4.1 KiB
-//! (docs/development.md).
+//! (docs/development.md). Their metadata is parsed without managedFields
+//! ([`metadata_without_managed_fields`]), and a Service's is all the API server sends
+//! (`as=PartialObjectMetadata`).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-use serde::Deserialize;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
+use serde::{Deserialize, Deserializer};
 
 /// A Deployment as the controller reads it: metadata, replicas, selector and status.
 #[derive(Clone, Debug, Deserialize)]
 pub struct DeploymentView {
-    /// The Deployment's metadata (managedFields dropped by the watch).
-    #[serde(default)]
+    /// The Deployment's metadata, without managedFields.
+    #[serde(default, deserialize_with = "metadata_without_managed_fields")]
     pub metadata: ObjectMeta,
     /// `spec.replicas` and `spec.selector`.
     #[serde(default)]
@@ -44,40 +51,104 @@ pub struct DeploymentSpecView {
 /// A Service as the controller reads it: its metadata.
 #[derive(Clone, Debug, Deserialize)]
 pub struct ServiceView {
-    /// The Service's metadata (managedFields dropped by the watch).
-    #[serde(default)]
+    /// The Service's metadata, without managedFields.
+    #[serde(default, deserialize_with = "metadata_without_managed_fields")]
     pub metadata: ObjectMeta,
 }
 
-/// Makes `$view` address the API of `$full`: same group, version, kind and URL.
+/// Parses an object's `metadata` as [`ObjectMeta`] without its managedFields, which serde
+/// skips instead of building: they are most of a child's metadata (each field set is a JSON
+/// tree), and the controller never reads them.
+pub fn metadata_without_managed_fields<'de, D>(deserializer: D) -> Result<ObjectMeta, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    /// `ObjectMeta`'s fields but managedFields, by their JSON names.
+    #[derive(Default, Deserialize)]
+    #[serde(default, rename_all = "camelCase")]
+    struct Wire {
+        annotations: Option<BTreeMap<String, String>>,
+        creation_timestamp: Option<Time>,
+        deletion_grace_period_seconds: Option<i64>,
+        deletion_timestamp: Option<Time>,
+        finalizers: Option<Vec<String>>,
+        generate_name: Option<String>,
+        generation: Option<i64>,
+        labels: Option<BTreeMap<String, String>>,
+        name: Option<String>,
+        namespace: Option<String>,
+        owner_references: Option<Vec<OwnerReference>>,
+        resource_version: Option<String>,
+        self_link: Option<String>,
+        uid: Option<String>,
+    }
+    let wire = Wire::deserialize(deserializer)?;
+    Ok(ObjectMeta {
+        annotations: wire.annotations,
+        creation_timestamp: wire.creation_timestamp,
+        deletion_grace_period_seconds: wire.deletion_grace_period_seconds,
+        deletion_timestamp: wire.deletion_timestamp,
+        finalizers: wire.finalizers,
+        generate_name: wire.generate_name,
+        generation: wire.generation,
+        labels: wire.labels,
+        managed_fields: None,
+        name: wire.name,
+        namespace: wire.namespace,
+        owner_references: wire.owner_references,
+        resource_version: wire.resource_version,
+        self_link: wire.self_link,
+        uid: wire.uid,
+    })
+}
+
+/// Makes `$view` address the API of `$full`: same group, version, kind and URL; with
+/// `metadata_only`, every request for it asks for the object's metadata alone
+/// (`as=PartialObjectMetadata`), so the API server sends nothing else.
 macro_rules! view_of {
-    ($view:ty, $full:ty) => {
-        impl k8s_openapi::Resource for $view {
-            const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
-            const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
-            const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
-            const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
-            const URL_PATH_SEGMENT: &'static str =
-                <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+    ($view:ty, $full:ty, metadata_only: $metadata_only:expr) => {
+        impl kube::Resource for $view {
+            type DynamicType = ();
             type Scope = NamespaceResourceScope;
-        }
 
-        impl k8s_openapi::Metadata for $view {
-            type Ty = ObjectMeta;
+            fn kind(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(<$full as k8s_openapi::Resource>::KIND)
+            }
 
-            fn metadata(&self) -> &ObjectMeta {
+            fn group(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(<$full as k8s_openapi::Resource>::GROUP)
+            }
+
+            fn version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(<$full as k8s_openapi::Resource>::VERSION)
+            }
+
+            fn api_version(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(<$full as k8s_openapi::Resource>::API_VERSION)
+            }
+
+            fn plural(_: &()) -> Cow<'_, str> {
+                Cow::Borrowed(<$full as k8s_openapi::Resource>::URL_PATH_SEGMENT)
+            }
+
+            fn metadata_api() -> bool {
+                $metadata_only
+            }
+
+            fn meta(&self) -> &ObjectMeta {
                 &self.metadata
             }
 
-            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
                 &mut self.metadata
             }
         }
     };
 }
 
-view_of!(DeploymentView, Deployment);
-view_of!(ServiceView, Service);
+view_of!(DeploymentView, Deployment, metadata_only: false);
+// NB: the watch, the apply answers and the ownership reads of Services carry only metadata.
+view_of!(ServiceView, Service, metadata_only: true);
 
 #[cfg(test)]
 mod tests {
@@ -91,7 +162,13 @@ mod tests {
         let full = json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "generation": 3,
-                         "labels": {"app": "web"}},
+                         "labels": {"app": "web"},
+                         "ownerReferences": [{"apiVersion": "apps.kudevops.io/v1alpha1",
+                             "kind": "AppService", "name": "web", "uid": "a1",
+                             "controller": true}],
+                         "managedFields": [{"manager": "app-operator", "operation": "Apply",
+                             "fieldsType": "FieldsV1",
+                             "fieldsV1": {"f:spec": {"f:replicas": {}}}}]},
             "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
                      "template": {"metadata": {"labels": {"app": "web"}},
                                   "spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
@@ -99,6 +176,12 @@ mod tests {
         });
         let view: DeploymentView = serde_json::from_value(full).expect("a Deployment parses");
         assert_eq!(view.metadata.generation, Some(3));
+        assert_eq!(view.metadata.uid.as_deref(), Some("u1"));
+        assert_eq!(
+            view.metadata.owner_references.as_ref().map(Vec::len),
+            Some(1)
+        );
+        assert!(view.metadata.managed_fields.is_none());
         assert_eq!(view.spec.replicas, Some(2));
         let labels = view.spec.selector.match_labels.as_ref().expect("selector");
         assert_eq!(labels.get("app").map(String::as_str), Some("web"));
@@ -116,8 +199,18 @@ mod tests {
         });
         let view: ServiceView = serde_json::from_value(full).expect("a Service parses");
         assert_eq!(view.metadata.resource_version.as_deref(), Some("7"));
+        // NB: what the API server sends for `as=PartialObjectMetadata`.
+        let partial = json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": "web", "resourceVersion": "8",
+                         "managedFields": [{"manager": "app-operator", "fieldsV1": {}}]}
+        });
+        let view: ServiceView = serde_json::from_value(partial).expect("metadata parses");
+        assert_eq!(view.metadata.name.as_deref(), Some("web"));
+        assert!(view.metadata.managed_fields.is_none());
         assert_eq!(ServiceView::plural(&()), "services");
         assert_eq!(ServiceView::api_version(&()), "v1");
         assert_eq!(ServiceView::kind(&()), "Service");
+        assert!(ServiceView::metadata_api() && !DeploymentView::metadata_api());
     }
 }

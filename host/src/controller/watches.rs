@@ -174,8 +174,7 @@ where
         kind.plural(),
         metrics.clone(),
     )
-    // NB: managedFields are most of a cached object's size and the controller never reads them.
-    .modify(|obj| obj.managed_fields_mut().clear())
+    // NB: the views parse no managedFields ([`super::view`]).
     .reflect(writer)
     .inspect_ok({
         let own_writes = own_writes.clone();

@@ -145,14 +145,29 @@ fn only_the_controller_or_an_adoption_opt_in_may_write_an_existing_child() {
 #[test]
 fn a_precondition_is_sent_in_the_applied_metadata() {
     let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}});
-    let absent = Precondition::Absent.on(&body);
-    assert_eq!(absent["metadata"]["resourceVersion"], CREATE_ONLY_VERSION);
-    assert_eq!(absent["metadata"]["name"], "web");
-    let uid = Precondition::Uid("u-1".into()).on(&body);
-    assert_eq!(uid["metadata"]["uid"], "u-1");
-    assert!(uid["metadata"].get("resourceVersion").is_none());
-    let bare = Precondition::Absent.on(&json!({"kind": "Service"}));
-    assert_eq!(bare["metadata"]["resourceVersion"], CREATE_ONLY_VERSION);
+    let sent = |precondition: &Precondition, body: &serde_json::Value| {
+        serde_json::to_value(precondition.on(body)).expect("a body serializes")
+    };
+    let absent = sent(&Precondition::Absent, &body);
+    assert_eq!(
+        absent,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "resourceVersion": CREATE_ONLY_VERSION}})
+    );
+    let uid = sent(&Precondition::Uid("u-1".into()), &body);
+    assert_eq!(uid["metadata"], json!({"name": "web", "uid": "u-1"}));
+    let replaced = sent(
+        &Precondition::Uid("u-2".into()),
+        &json!({"metadata": {"name": "web", "uid": "u-1"}}),
+    );
+    assert_eq!(replaced, json!({"metadata": {"name": "web", "uid": "u-2"}}));
+    let bare = sent(&Precondition::Absent, &json!({"kind": "Service"}));
+    assert_eq!(
+        bare,
+        json!({"kind": "Service", "metadata": {"resourceVersion": CREATE_ONLY_VERSION}})
+    );
+    let odd = json!({"kind": "Service", "metadata": "x"});
+    assert_eq!(sent(&Precondition::Absent, &odd), odd);
 }
 
 #[test]
