@@ -89,6 +89,8 @@ pub struct Metrics {
     pub output_refusals: Family<RuleLabel, Counter>,
     /// Child watch events dropped as echoes of the operator's own applies (no reconcile).
     pub child_echoes_skipped: Counter,
+    /// Child watch updates that changed nothing a reconcile reads (no reconcile).
+    pub child_events_unchanged: Counter,
     /// Reconciles that called no guest: the AppService's guest input, guest and children were
     /// as last rendered.
     pub renders_skipped: Counter,
@@ -120,6 +122,7 @@ impl Default for Metrics {
             kube_requests: Family::default(),
             output_refusals: Family::default(),
             child_echoes_skipped: Counter::default(),
+            child_events_unchanged: Counter::default(),
             renders_skipped: Counter::default(),
             api_reachable: Gauge::default(),
             api_failures: Family::default(),
@@ -186,6 +189,11 @@ impl Metrics {
             "child_echoes_skipped",
             "Child watch events dropped as echoes of the operator's own applies",
             m.child_echoes_skipped.clone(),
+        );
+        registry.register(
+            "child_events_unchanged",
+            "Child watch updates that changed nothing a reconcile reads",
+            m.child_events_unchanged.clone(),
         );
         registry.register(
             "renders_skipped",
@@ -321,6 +329,11 @@ impl Metrics {
     /// Counts a child watch event dropped as the echo of the operator's own apply.
     pub fn child_echo_skipped(&self) {
         self.child_echoes_skipped.inc();
+    }
+
+    /// Counts a child watch update dropped because nothing a reconcile reads changed.
+    pub fn child_event_unchanged(&self) {
+        self.child_events_unchanged.inc();
     }
 
     /// Counts a reconcile that called no guest ([`Metrics::renders_skipped`]).

@@ -16,6 +16,7 @@ mod reported;
 mod scenario;
 mod settle;
 pub mod status;
+mod trigger;
 mod uptodate;
 pub mod view;
 mod watches;

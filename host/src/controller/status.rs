@@ -4,6 +4,9 @@
 mod reported;
 pub use reported::with_guest;
 
+use std::hash::{Hash, Hasher};
+
+use k8s_openapi::api::apps::v1::DeploymentStatus;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -142,8 +145,16 @@ pub fn desired(app: &AppService, outcome: &Outcome<'_>, now: Timestamp) -> AppSe
     status
 }
 
+/// Feeds `state` everything of the Deployment `d` that the status [`desired`] reads: two
+/// Deployments that hash equally make the same status.
+pub(super) fn hash_inputs(d: &DeploymentView, state: &mut impl Hasher) {
+    Rollout::of(d).hash(state);
+    stuck(d).hash(state);
+    selector(d).hash(state);
+}
+
 /// The rollout figures of a Deployment.
-#[derive(Debug)]
+#[derive(Debug, Hash)]
 struct Rollout {
     desired: i32,
     replicas: i32,
@@ -155,15 +166,16 @@ struct Rollout {
 
 impl Rollout {
     fn of(d: &DeploymentView) -> Self {
-        let status = d.status.clone().unwrap_or_default();
+        let status = d.status.as_ref();
+        let figure = |f: fn(&DeploymentStatus) -> Option<i32>| status.and_then(f).unwrap_or(0);
+        let observed = status.and_then(|s| s.observed_generation);
         Self {
             desired: d.spec.replicas.unwrap_or(1),
-            replicas: status.replicas.unwrap_or(0),
-            updated: status.updated_replicas.unwrap_or(0),
-            ready: status.ready_replicas.unwrap_or(0),
-            available: status.available_replicas.unwrap_or(0),
-            observed: status.observed_generation.is_some()
-                && status.observed_generation >= d.metadata.generation,
+            replicas: figure(|s| s.replicas),
+            updated: figure(|s| s.updated_replicas),
+            ready: figure(|s| s.ready_replicas),
+            available: figure(|s| s.available_replicas),
+            observed: observed.is_some() && observed >= d.metadata.generation,
         }
     }
 

@@ -33,7 +33,7 @@ use crate::stamp::hash_without_provenance;
 /// bumps on every spec change, but not on status updates), for any other kind its
 /// `resourceVersion`. Annotations under [`crate::consts::FOREIGN_ANNOTATION_PREFIXES`] are left
 /// out: no body sets them, and the Deployment controller changes its revision after each rollout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Fingerprint(u64);
 
 impl Fingerprint {

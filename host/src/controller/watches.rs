@@ -19,6 +19,7 @@ use super::cache::{Cache, OwnerIndex};
 use super::child::ChildKind;
 use super::echo::OwnWrites;
 use super::per_app::PerApp;
+use super::trigger::{Relevant, Triggers};
 use crate::backoff::WatchBackoff;
 use crate::crd::AppService;
 use crate::error_chain;
@@ -145,9 +146,9 @@ pub(super) fn apps(
 }
 
 /// A cache of the operator-managed children of kind `kind` (`K`), indexed by owner, and the
-/// stream that keeps it, which also triggers a reconcile of the owner on every change
-/// (deletions included) except the echoes of the operator's own applies (`own_writes`), which
-/// are counted in `metrics` instead.
+/// stream that keeps it, which also triggers a reconcile of the owner on the changes that can
+/// matter to it ([`Triggers`]: deletions included; not the echoes of the operator's own applies,
+/// `own_writes`, nor updates of nothing a reconcile reads), counted in `metrics`.
 pub(super) fn children<K>(
     client: &Client,
     namespace: Option<&str>,
@@ -160,7 +161,7 @@ pub(super) fn children<K>(
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
-    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()> + Relevant,
     K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
@@ -169,30 +170,20 @@ where
         .labels(&managed_selector())
         .any_semantic();
     let index = owners.clone();
+    let triggers = Triggers::new(kind, own_writes.clone(), metrics.clone());
     let stream = retried(
         watcher(api::<K>(client, namespace), config),
         kind.plural(),
-        metrics.clone(),
+        metrics,
     )
     // NB: the views parse no managedFields ([`super::view`]).
     .reflect(writer)
-    .inspect_ok({
-        let own_writes = own_writes.clone();
-        move |event| {
-            index.apply_watcher_event(event);
-            own_writes.observe(kind, event);
-        }
+    .inspect_ok(move |event| {
+        index.apply_watcher_event(event);
+        own_writes.observe(kind, event);
     })
     .inspect_ok(SyncTracker::on_listed(tracker, kind.plural()))
-    .touched_objects()
-    .try_filter(move |obj| {
-        let key = (kind, obj.namespace().unwrap_or_default(), obj.name_any());
-        let echo = own_writes.is_echo(&key, obj.resource_version().as_deref());
-        if echo {
-            metrics.child_echo_skipped();
-        }
-        future::ready(!echo)
-    })
+    .try_filter_map(move |event| future::ready(Ok(triggers.on_event(event))))
     .filter(without_errors);
     (Cache::new(store, owners), stream)
 }
