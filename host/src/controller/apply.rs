@@ -192,22 +192,18 @@ impl Serialize for Conditioned<'_> {
         let Some(object) = self.body.as_object() else {
             return self.body.serialize(serializer);
         };
-        let empty = serde_json::Map::new();
-        let meta = match object.get("metadata") {
-            Some(serde_json::Value::Object(meta)) => Some(meta),
-            Some(_) => None,
-            None => Some(&empty),
-        };
-        let added = usize::from(!object.contains_key("metadata"));
-        let mut map = serializer.serialize_map(Some(object.len() + added))?;
+        let absent = !object.contains_key("metadata");
+        let mut map = serializer.serialize_map(Some(object.len() + usize::from(absent)))?;
         for (key, value) in object {
-            match meta {
-                Some(meta) if key == "metadata" => map.serialize_entry(key, &self.with(meta))?,
+            match value {
+                serde_json::Value::Object(meta) if key == "metadata" => {
+                    map.serialize_entry(key, &self.with(meta))?
+                }
                 _ => map.serialize_entry(key, value)?,
             }
         }
-        if added == 1 {
-            map.serialize_entry("metadata", &self.with(&empty))?;
+        if absent {
+            map.serialize_entry("metadata", &self.with(&serde_json::Map::new()))?;
         }
         map.end()
     }

@@ -105,7 +105,7 @@ impl Triggers {
             self.remember(&obj);
             return None;
         }
-        if K::COMPARED && self.remember(&obj) && update {
+        if self.remember(&obj) && update {
             self.metrics.child_event_unchanged();
             return None;
         }

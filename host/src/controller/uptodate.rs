@@ -12,9 +12,9 @@
 //! operator's changed. The cache holds no spec to compare with ([`super::view`]).
 //!
 //! The body hash leaves the guest digest annotation out
-//! ([`crate::stamp::hash_without_provenance`]), so a new guest that renders the same objects rewrites no child. The annotation then names
-//! the guest that last changed the child, and the AppService's `status.guestDigest` the guest
-//! in force.
+//! ([`crate::stamp::hash_without_provenance`]), so a new guest that renders the same objects
+//! rewrites no child. The annotation then names the guest that last changed the child, and the
+//! AppService's `status.guestDigest` the guest in force.
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
