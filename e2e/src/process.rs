@@ -32,9 +32,8 @@ pub fn binary() -> anyhow::Result<PathBuf> {
     let built = std::fs::metadata(&binary)
         .and_then(|m| m.modified())
         .with_context(|| format!("no operator binary at {}; {hint}", binary.display()))?;
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for dir in ["host/src", "host/build.rs", "guest/src", "wit"] {
-        if let Some(newer) = newer_than(&root.join(dir), built)? {
+    for input in inputs(&binary) {
+        if let Some(newer) = newer_than(&input, built)? {
             bail!(
                 "{} is older than {}; {hint}",
                 binary.display(),
@@ -45,10 +44,41 @@ pub fn binary() -> anyhow::Result<PathBuf> {
     Ok(binary)
 }
 
-/// The first file under `path` modified after `time`, if any.
+/// What `binary` was built from: the paths of cargo's dep-info beside it (`<binary>.d`), which
+/// lists only what the build read, so a file that only the unit tests compile does not count;
+/// without one, every source of the host, the guest and the contract.
+fn inputs(binary: &Path) -> Vec<PathBuf> {
+    match std::fs::read_to_string(binary.with_extension("d")) {
+        Ok(dep_info) => dep_info_paths(&dep_info),
+        Err(_) => {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            ["host/src", "host/build.rs", "guest/src", "wit"]
+                .iter()
+                .map(|dir| root.join(dir))
+                .collect()
+        }
+    }
+}
+
+/// The paths a make-style dep-info rule (`target: dep dep...`, spaces escaped as `\ `) lists.
+fn dep_info_paths(dep_info: &str) -> Vec<PathBuf> {
+    const SPACE: char = '\u{0}';
+    let Some((_, deps)) = dep_info.split_once(": ") else {
+        return Vec::new();
+    };
+    deps.replace("\\ ", &SPACE.to_string())
+        .split_whitespace()
+        .map(|path| PathBuf::from(path.replace(SPACE, " ").trim_end_matches('/')))
+        .collect()
+}
+
+/// The first file under `path` modified after `time` (or `path` itself, when it is gone), if
+/// any.
 fn newer_than(path: &Path, time: std::time::SystemTime) -> anyhow::Result<Option<PathBuf>> {
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("failed to stat {}", path.display()))?;
+    let meta = match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(path.to_owned())),
+        meta => meta.with_context(|| format!("failed to stat {}", path.display()))?,
+    };
     if meta.is_file() {
         return Ok((meta.modified()? > time).then(|| path.to_owned()));
     }
@@ -424,6 +454,26 @@ mod tests {
     fn cpu_ticks_are_the_process_and_its_waited_children_after_the_command_name() {
         let stat = "4242 (tokio (x) y) S 1 4242 4242 0 -1 4194560 900 0 0 0 153 47 20 5 20 0 9 0";
         assert_eq!(cpu_ticks(stat).unwrap(), 225);
+    }
+
+    #[test]
+    fn dep_info_paths_are_the_rule_s_dependencies() {
+        let dep_info = "/t/release/app-operator: /w/host/src/lib.rs /w/a\\ b.rs /w/guest/ \n";
+        assert_eq!(
+            dep_info_paths(dep_info),
+            ["/w/host/src/lib.rs", "/w/a b.rs", "/w/guest"].map(PathBuf::from)
+        );
+        assert!(dep_info_paths("").is_empty());
+    }
+
+    #[test]
+    fn a_gone_input_counts_as_newer() -> anyhow::Result<()> {
+        let gone = Path::new("/nonexistent/app-operator-input.rs");
+        assert_eq!(
+            newer_than(gone, std::time::SystemTime::now())?,
+            Some(gone.to_owned())
+        );
+        Ok(())
     }
 
     #[test]
