@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help setup run test chaos bench bench-scale bench-oci guests cluster-build cluster-up cluster-down crd fmt lint \
+.PHONY: help setup run test chaos bench bench-scale bench-oci dist guests cluster-build cluster-up cluster-down crd fmt lint \
 	install uninstall deploy undeploy docker-build docker-push image image-push image-test \
 	image-tools
 
@@ -29,6 +29,9 @@ guests: ## Build the Python and JavaScript example guests into target/guests (ca
 
 bench-scale: ## Scale benchmark on the local control plane, side by side with the Go seed operator.
 	hack/bench-scale.sh
+
+dist: ## Build the shipped operator binary: LTO, optimized with a profile of its own run (hack/pgo.sh).
+	hack/pgo.sh
 
 bench-oci: ## Time from `guest push --to` to active, cold and warm (local control plane + registry).
 	cargo test --release -p app-operator-e2e --test oci_swap -- --ignored --nocapture bench_push_to_active

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make image` / `make image-push`: the operator's OCI image without a container engine.
 #
-# `build` compiles the static (musl) release binary, strips its debug info, packs it alone into a
-# layer tarball (/app-operator, owned by root, mode 0755, fixed mtime) and turns that into an
+# `build` compiles the static (musl) binary as hack/pgo.sh builds it (profile dist, optimized
+# with a profile of its own run on the local control plane), strips its debug info, packs it
+# alone into a layer tarball (/app-operator, owned by root, mode 0755, fixed mtime) and turns that into an
 # image FROM scratch with crane (built from Go modules and cached by
 # hack/controlplane/build-imagetools.sh): `crane append --oci-empty-base`, then `crane mutate`
 # for the entrypoint, command, non-root user 65532:65532, exposed ports, platform and OCI labels.
@@ -42,10 +43,9 @@ build_binary() {
   rustup target list --installed | grep -qx "$TRIPLE" ||
     die "the $TRIPLE Rust target is missing (hack/setup.sh adds it)"
   command -v musl-gcc >/dev/null || die "musl-gcc is missing (hack/setup.sh installs musl-tools)"
-  log "building the static binary ($TRIPLE, profile dist: LTO, about half an hour cold)"
-  (cd "$ROOT" && "$CARGO" build --locked --profile dist -q -p app-operator --bin app-operator \
-    --target "$TRIPLE")
-  local bin="$TARGET_DIR/$TRIPLE/dist/app-operator"
+  log "building the static binary ($TRIPLE, profile dist: LTO and profile-guided, about an hour cold)"
+  local bin
+  bin="$(TRIPLE="$TRIPLE" CARGO="$CARGO" "$ROOT/hack/pgo.sh")"
   # NB: a dynamic binary would need a loader the image does not have.
   if readelf -l "$bin" | grep -q 'Requesting program interpreter'; then
     die "$bin is not static"
