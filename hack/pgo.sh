@@ -9,7 +9,7 @@
 #    none runs): COUNT AppServices (default 300) applied at once, until each has a status; then
 #    half of them scaled, the other half deleted, until the operator has acted on both; then
 #    SIGTERM. The profiles of the operator and of its guest-compile child are merged with the
-#    toolchain's llvm-profdata (rustup component llvm-tools, rust-toolchain.toml) into
+#    toolchain's llvm-profdata (rustup component llvm-tools, added when missing) into
 #    $TARGET_DIR/pgo/TRIPLE.profdata.
 # 3. `use`: builds app-operator with the `dist` profile for TRIPLE with that profile
 #    (`-Cprofile-use`) into $TARGET_DIR, and prints the binary's path. The linker keeps the
@@ -44,10 +44,15 @@ die() {
   exit 1
 }
 
-# Path of the toolchain's llvm-profdata (the same LLVM as rustc's).
+# Path of the toolchain's llvm-profdata (the same LLVM as rustc's), from rustup's llvm-tools
+# component, added when missing.
 profdata_tool() {
   local tool
   tool="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | awk '/^host:/ { print $2 }')/bin/llvm-profdata"
+  if [[ ! -x "$tool" ]]; then
+    log "adding the llvm-tools Rust component (llvm-profdata)"
+    rustup component add llvm-tools >&2
+  fi
   [[ -x "$tool" ]] || die "llvm-profdata is missing: rustup component add llvm-tools"
   echo "$tool"
 }

@@ -56,11 +56,6 @@ install_rust_targets() {
       rustup target add "$target"
     fi
   done
-  # llvm-profdata, for the profile-guided build of the shipped binary (hack/pgo.sh).
-  if ! rustup component list --installed | grep -q '^llvm-tools'; then
-    log "adding the llvm-tools Rust component"
-    rustup component add llvm-tools
-  fi
 }
 
 check_python_node() {
