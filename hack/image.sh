@@ -3,8 +3,8 @@
 #
 # `build` compiles the static (musl) binary as hack/pgo.sh builds it (profile dist, optimized
 # with a profile of its own run on the local control plane), strips its debug info, packs it
-# alone into a layer tarball (/app-operator, owned by root, mode 0755, fixed mtime) and turns that into an
-# image FROM scratch with crane (built from Go modules and cached by
+# alone into a layer tarball (/app-operator, owned by root, mode 0755, fixed mtime) and turns
+# that into an image FROM scratch with crane (built from Go modules and cached by
 # hack/controlplane/build-imagetools.sh): `crane append --oci-empty-base`, then `crane mutate`
 # for the entrypoint, command, non-root user 65532:65532, exposed ports, platform and OCI labels.
 # crane edits images in a registry, so a throwaway local registry (hack/registry.sh) holds the

@@ -30,7 +30,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
-TRIPLE="${TRIPLE:-$(rustc -vV | awk '/^host:/ { print $2 }')}"
+HOST="$(rustc -vV | awk '/^host:/ { print $2 }')"
+TRIPLE="${TRIPLE:-$HOST}"
 COUNT="${COUNT:-300}"
 CARGO="${CARGO:-cargo}"
 PGO_DIR="$TARGET_DIR/pgo"
@@ -38,17 +39,16 @@ RAW="$PGO_DIR/raw-$TRIPLE"
 PROFDATA="$PGO_DIR/$TRIPLE.profdata"
 GEN_BIN="$PGO_DIR/gen/$TRIPLE/dist/app-operator"
 
-log() { echo "[pgo.sh] $*" >&2; }
-die() {
-  echo "[pgo.sh] error: $*" >&2
-  exit 1
-}
+# shellcheck source=hack/controlplane/lib.sh
+source hack/controlplane/lib.sh
+log() { cp_log "$@"; }
+die() { cp_die "$@"; }
 
 # Path of the toolchain's llvm-profdata (the same LLVM as rustc's), from rustup's llvm-tools
 # component, added when missing.
 profdata_tool() {
   local tool
-  tool="$(rustc --print sysroot)/lib/rustlib/$(rustc -vV | awk '/^host:/ { print $2 }')/bin/llvm-profdata"
+  tool="$(rustc --print sysroot)/lib/rustlib/$HOST/bin/llvm-profdata"
   if [[ ! -x "$tool" ]]; then
     log "adding the llvm-tools Rust component (llvm-profdata)"
     rustup component add llvm-tools >&2
