@@ -25,17 +25,17 @@ main() {
   local go_seed
   go_seed="$(hack/controlplane/build-go-seed.sh)"
   # NB: the operator built as shipped (hack/pgo.sh: profile dist, whole-program LTO, optimized
-  # with a profile of its own run; about an hour cold), the kube-rs floor with the dist profile
-  # alone; the driver itself in release.
-  local operator
+  # with a profile of its own run; about an hour cold), the kube-rs floor the same way (its own
+  # profile, of its own run), the driver itself in release.
+  local operator floor
   operator="$(hack/pgo.sh)"
-  cargo build --profile dist -q -p app-operator-bench-scale --bin kube-rs-floor
+  floor="$(PGO_BIN=kube-rs-floor hack/pgo.sh)"
   cargo build --release -q -p app-operator-bench-scale --bin bench-scale
   local target="${CARGO_TARGET_DIR:-$ROOT/target}"
   mkdir -p .work
   cd .work
-  OPERATOR_BIN="$operator" GO_SEED_BIN="$go_seed" \
-    FLOOR_BIN="$target/dist/kube-rs-floor" "$target/release/bench-scale" "$@"
+  OPERATOR_BIN="$operator" GO_SEED_BIN="$go_seed" FLOOR_BIN="$floor" \
+    "$target/release/bench-scale" "$@"
 }
 
 main "$@"

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # The shipped operator binary, optimized with a profile of itself at work (profile-guided
-# optimization): what `make image` packs and `make bench-scale` measures.
+# optimization): what `make image` packs and `make bench-scale` measures. With
+# PGO_BIN=kube-rs-floor, the same for the benchmark's kube-rs floor (bench/scale), so that the
+# floor is built as the operator it is the floor of.
 #
-# 1. `gen`: builds app-operator with the `dist` profile for TRIPLE, instrumented
+# 1. `gen`: builds PGO_BIN with the `dist` profile for TRIPLE, instrumented
 #    (`-Cprofile-generate`), into $TARGET_DIR/pgo/gen (a target directory of its own: the
 #    instrumented dependencies must not replace the shipped ones).
-# 2. `train`: runs that binary as `app-operator run` on the local control plane (started when
-#    none runs): COUNT AppServices (default 300) applied at once, until each has a status; then
-#    half of them scaled, the other half deleted, until the operator has acted on both; then
-#    SIGTERM. The profiles of the operator and of its guest-compile child are merged with the
-#    toolchain's llvm-profdata (rustup component llvm-tools, added when missing) into
-#    $TARGET_DIR/pgo/TRIPLE.profdata.
-# 3. `use`: builds app-operator with the `dist` profile for TRIPLE with that profile
-#    (`-Cprofile-use`) into $TARGET_DIR, and prints the binary's path. The linker keeps the
+# 2. `train`: runs that binary on the local control plane (started when none runs), in a
+#    namespace of its own. app-operator: `app-operator run`, COUNT AppServices (default 300)
+#    applied at once, until each has a status; then half of them scaled, the other half deleted,
+#    until the operator has acted on both. The floor: COUNT AppServices, until each has its
+#    Deployment and Service (all it does). Then SIGTERM. The binary's profiles (app-operator's
+#    with its guest-compile child's) are merged with the toolchain's llvm-profdata (rustup
+#    component llvm-tools, added when missing) into $TARGET_DIR/pgo/PGO_BIN-TRIPLE.profdata.
+# 3. `use`: builds PGO_BIN with the `dist` profile for TRIPLE with that profile
+#    (`-Cprofile-use`) and prints the binary's path: app-operator into $TARGET_DIR, the floor into
+#    $TARGET_DIR/pgo/use-kube-rs-floor (its RUSTFLAGS differ from the operator's, so in one
+#    directory each build would rebuild the other's dependencies). The linker keeps the
 #    compiler's hot and unlikely functions in sections of their own (host/build.rs), so the code
 #    the operator runs lies on fewer pages.
 # `all` (the default) runs the three in turn, and skips `train` when the profile is newer than
@@ -23,7 +28,8 @@
 # be of the same source, profile, target and directory. A stale profile is not an error: the
 # functions that changed are optimized without it.
 #
-# Environment: TRIPLE (default: the host's), COUNT, CARGO_TARGET_DIR, CARGO (default cargo).
+# Environment: PGO_BIN (app-operator, the default, or kube-rs-floor), TRIPLE (default: the
+# host's), COUNT, CARGO_TARGET_DIR, CARGO (default cargo).
 # Usage: hack/pgo.sh [gen|train|use|all]
 set -euo pipefail
 
@@ -34,10 +40,18 @@ HOST="$(rustc -vV | awk '/^host:/ { print $2 }')"
 TRIPLE="${TRIPLE:-$HOST}"
 COUNT="${COUNT:-300}"
 CARGO="${CARGO:-cargo}"
+BIN="${PGO_BIN:-app-operator}"
+case "$BIN" in
+  app-operator) PACKAGE=app-operator USE_DIR="$TARGET_DIR" ;;
+  kube-rs-floor) PACKAGE=app-operator-bench-scale USE_DIR="$TARGET_DIR/pgo/use-$BIN" ;;
+  *) echo "[pgo.sh] PGO_BIN is app-operator or kube-rs-floor, not $BIN" >&2 && exit 1 ;;
+esac
 PGO_DIR="$TARGET_DIR/pgo"
+# NB: one directory of raw profiles for both binaries, each file named after its program, so that
+# both instrumented builds have the same RUSTFLAGS and share their dependencies.
 RAW="$PGO_DIR/raw-$TRIPLE"
-PROFDATA="$PGO_DIR/$TRIPLE.profdata"
-GEN_BIN="$PGO_DIR/gen/$TRIPLE/dist/app-operator"
+PROFDATA="$PGO_DIR/$BIN-$TRIPLE.profdata"
+GEN_BIN="$PGO_DIR/gen/$TRIPLE/dist/$BIN"
 
 # shellcheck source=hack/controlplane/lib.sh
 source hack/controlplane/lib.sh
@@ -58,12 +72,10 @@ profdata_tool() {
 }
 
 gen() {
-  log "building the instrumented operator ($TRIPLE, profile dist)"
-  rm -rf "$RAW"
+  log "building the instrumented $BIN ($TRIPLE, profile dist)"
   mkdir -p "$RAW"
   RUSTFLAGS="-Cprofile-generate=$RAW" CARGO_TARGET_DIR="$PGO_DIR/gen" \
-    "$CARGO" build --locked --profile dist -q -p app-operator --bin app-operator \
-    --target "$TRIPLE"
+    "$CARGO" build --locked --profile dist -q -p "$PACKAGE" --bin "$BIN" --target "$TRIPLE"
 }
 
 # Prints "observed/all": how many AppServices in namespace $1 have a status.observedGeneration
@@ -71,6 +83,11 @@ gen() {
 observed() {
   kubectl get appservices -n "$1" -o json |
     jq -r '.items | "\([.[] | select(.status.observedGeneration == .metadata.generation)] | length)/\(length)"'
+}
+
+# Prints "deployments/services": how many of each there are in namespace $1.
+children() {
+  echo "$(kubectl get deployments -n "$1" -o name | wc -l)/$(kubectl get services -n "$1" -o name | wc -l)"
 }
 
 # Waits until `$2` returns $3 (checks every second; gives up after 600 s).
@@ -83,6 +100,20 @@ wait_for() {
   die "timed out waiting for $what"
 }
 
+# The training load of app-operator in namespace $1 (the operator runs): every status, then half
+# of the AppServices scaled and half deleted.
+train_operator() {
+  local ns="$1" half=$((COUNT / 2))
+  wait_for "every status" "observed $ns" "$COUNT/$COUNT"
+  for ((i = 0; i < half; i++)); do
+    printf 'app-%05d\n' "$i"
+  done | xargs -P 4 -n 50 kubectl scale appservice -n "$ns" --replicas 2 >/dev/null
+  for ((i = half; i < COUNT; i++)); do
+    printf 'appservice/app-%05d\n' "$i"
+  done | xargs -n 100 kubectl delete -n "$ns" --wait=false >/dev/null
+  wait_for "the scaled statuses" "observed $ns" "$half/$half"
+}
+
 train() {
   [[ -x "$GEN_BIN" ]] || die "$GEN_BIN is missing: run \`hack/pgo.sh gen\` first"
   # shellcheck source=hack/controlplane/env.sh
@@ -93,34 +124,32 @@ train() {
   kubectl apply --server-side -f config/crd/apps.kudevops.io_appservices.yaml >/dev/null
   kubectl create namespace "$ns" >/dev/null
   for ((i = 0; i < COUNT; i++)); do
-    printf -- '---\napiVersion: apps.kudevops.io/v1alpha1\nkind: AppService\nmetadata:\n  name: app-%05d\nspec:\n  replicas: 1\n  image: nginx:alpine\n  ports:\n  - port: 80\n' "$i"
+    printf -- '---\napiVersion: apps.kudevops.io/v1alpha1\nkind: AppService\nmetadata:\n  name: app-%05d\nspec:\n  replicas: 1\n  image: nginx:alpine\n  ports:\n  - port: 80\n    targetPort: 8080\n' "$i"
   done >"$work/apps.yaml"
-  rm -rf "$RAW"/*.profraw
-  log "training: $COUNT AppServices in namespace $ns"
-  LLVM_PROFILE_FILE="$RAW/app-operator-%p-%m.profraw" RUST_LOG=warn "$GEN_BIN" run \
-    --namespace "$ns" --guest-configmap pgo-guest --guest-configmap-namespace "$ns" \
-    --metrics-addr 127.0.0.1:18380 --probe-addr 127.0.0.1:18381 >"$work/operator.log" 2>&1 &
+  rm -f "$RAW/$BIN"-*.profraw
+  log "training $BIN: $COUNT AppServices in namespace $ns"
+  local addrs=(--metrics-addr 127.0.0.1:18380 --probe-addr 127.0.0.1:18381) run=()
+  [[ "$BIN" == app-operator ]] &&
+    run=(run --guest-configmap pgo-guest --guest-configmap-namespace "$ns")
+  LLVM_PROFILE_FILE="$RAW/$BIN-%p-%m.profraw" RUST_LOG=warn "$GEN_BIN" "${run[@]}" \
+    --namespace "$ns" "${addrs[@]}" >"$work/operator.log" 2>&1 &
   local op=$!
   until curl -sf 127.0.0.1:18381/readyz >/dev/null; do
-    kill -0 "$op" 2>/dev/null || die "the operator exited: $(tail -5 "$work/operator.log")"
+    kill -0 "$op" 2>/dev/null || die "$BIN exited: $(tail -5 "$work/operator.log")"
     sleep 0.2
   done
   kubectl apply --server-side -n "$ns" -f "$work/apps.yaml" >/dev/null
-  wait_for "every status" "observed $ns" "$COUNT/$COUNT"
-  local half=$((COUNT / 2))
-  for ((i = 0; i < half; i++)); do
-    printf 'app-%05d\n' "$i"
-  done | xargs -P 4 -n 50 kubectl scale appservice -n "$ns" --replicas 2 >/dev/null
-  for ((i = half; i < COUNT; i++)); do
-    printf 'appservice/app-%05d\n' "$i"
-  done | xargs -n 100 kubectl delete -n "$ns" --wait=false >/dev/null
-  wait_for "the scaled statuses" "observed $ns" "$half/$half"
+  if [[ "$BIN" == app-operator ]]; then
+    train_operator "$ns"
+  else
+    wait_for "every child" "children $ns" "$COUNT/$COUNT"
+  fi
   kill -TERM "$op"
-  wait "$op" || die "the operator did not stop cleanly: $(tail -5 "$work/operator.log")"
+  wait "$op" || die "$BIN did not stop cleanly: $(tail -5 "$work/operator.log")"
   kubectl delete namespace "$ns" --wait=false >/dev/null
   rm -rf "$work"
-  "$(profdata_tool)" merge -o "$PROFDATA" "$RAW"/*.profraw
-  log "profile: $PROFDATA ($(find "$RAW" -name '*.profraw' | wc -l) raw profiles)"
+  "$(profdata_tool)" merge -o "$PROFDATA" "$RAW/$BIN"-*.profraw
+  log "profile: $PROFDATA ($(find "$RAW" -name "$BIN-*.profraw" | wc -l) raw profiles)"
 }
 
 use() {
@@ -128,16 +157,15 @@ use() {
   # NB: the profile is passed under a name of its content, so that a new profile changes
   # RUSTFLAGS and cargo rebuilds every crate with it, not only those whose source changed.
   local by_content
-  by_content="$PGO_DIR/$TRIPLE-$(sha256sum "$PROFDATA" | cut -c1-16).profdata"
+  by_content="$PGO_DIR/$BIN-$TRIPLE-$(sha256sum "$PROFDATA" | cut -c1-16).profdata"
   if [[ ! -e "$by_content" ]]; then
-    rm -f "$PGO_DIR/$TRIPLE"-*.profdata
+    rm -f "$PGO_DIR/$BIN-$TRIPLE"-*.profdata
     cp "$PROFDATA" "$by_content"
   fi
-  log "building the operator with its profile ($TRIPLE, profile dist)"
-  RUSTFLAGS="-Cprofile-use=$by_content" \
-    "$CARGO" build --locked --profile dist -q -p app-operator --bin app-operator \
-    --target "$TRIPLE"
-  echo "$TARGET_DIR/$TRIPLE/dist/app-operator" >&3
+  log "building $BIN with its profile ($TRIPLE, profile dist)"
+  RUSTFLAGS="-Cprofile-use=$by_content" CARGO_TARGET_DIR="$USE_DIR" \
+    "$CARGO" build --locked --profile dist -q -p "$PACKAGE" --bin "$BIN" --target "$TRIPLE"
+  echo "$USE_DIR/$TRIPLE/dist/$BIN" >&3
 }
 
 main() {

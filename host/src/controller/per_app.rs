@@ -64,7 +64,7 @@ impl PerApp {
     pub(super) fn forget(&self, app: &AppService) {
         let key = ObjectRef::from_obj(app);
         self.failures().remove(&key);
-        self.settling.retain(|k| *k != key);
+        self.settling.forget(&key);
         self.written.forget(app);
         let uid = app.uid().unwrap_or_default();
         self.guest_events.forget(&uid);

@@ -58,6 +58,11 @@ impl Settling {
         left
     }
 
+    /// Forgets `app` (deleted).
+    pub(super) fn forget(&self, app: &ObjectRef<AppService>) {
+        self.lock().remove(app);
+    }
+
     /// Keeps only the AppServices `keep` accepts (the others are gone).
     pub(super) fn retain(&self, keep: impl Fn(&ObjectRef<AppService>) -> bool) {
         self.lock().retain(|app, _| keep(app));
@@ -121,6 +126,18 @@ mod tests {
             "forgotten once written"
         );
         assert_eq!(s.hold(&app(), true, false, t0), None, "ready at once");
+    }
+
+    #[test]
+    fn a_forgotten_app_is_held_no_more() {
+        let s = Settling::new(WINDOW);
+        let t0 = Instant::now();
+        let other = ObjectRef::new("api").within("ns");
+        assert!(s.hold(&app(), true, true, t0).is_some());
+        assert!(s.hold(&other, true, true, t0).is_some());
+        s.forget(&app());
+        assert_eq!(s.len(), 1, "only the other one is left");
+        assert_eq!(s.hold(&app(), false, true, t0), None, "its start is gone");
     }
 
     #[test]
