@@ -114,6 +114,11 @@ train_operator() {
   wait_for "the scaled statuses" "observed $ns" "$half/$half"
 }
 
+# The training load of the kube-rs floor in namespace $1: every AppService's children.
+train_floor() {
+  wait_for "every child" "children $1" "$COUNT/$COUNT"
+}
+
 train() {
   [[ -x "$GEN_BIN" ]] || die "$GEN_BIN is missing: run \`hack/pgo.sh gen\` first"
   # shellcheck source=hack/controlplane/env.sh
@@ -128,9 +133,13 @@ train() {
   done >"$work/apps.yaml"
   rm -f "$RAW/$BIN"-*.profraw
   log "training $BIN: $COUNT AppServices in namespace $ns"
-  local addrs=(--metrics-addr 127.0.0.1:18380 --probe-addr 127.0.0.1:18381) run=()
-  [[ "$BIN" == app-operator ]] &&
+  # NB: the floor takes only these flags; app-operator runs as `run`, with a guest ConfigMap.
+  local addrs=(--metrics-addr 127.0.0.1:18380 --probe-addr 127.0.0.1:18381)
+  local run=() load=train_floor
+  if [[ "$BIN" == app-operator ]]; then
     run=(run --guest-configmap pgo-guest --guest-configmap-namespace "$ns")
+    load=train_operator
+  fi
   LLVM_PROFILE_FILE="$RAW/$BIN-%p-%m.profraw" RUST_LOG=warn "$GEN_BIN" "${run[@]}" \
     --namespace "$ns" "${addrs[@]}" >"$work/operator.log" 2>&1 &
   local op=$!
@@ -139,11 +148,7 @@ train() {
     sleep 0.2
   done
   kubectl apply --server-side -n "$ns" -f "$work/apps.yaml" >/dev/null
-  if [[ "$BIN" == app-operator ]]; then
-    train_operator "$ns"
-  else
-    wait_for "every child" "children $ns" "$COUNT/$COUNT"
-  fi
+  "$load" "$ns"
   kill -TERM "$op"
   wait "$op" || die "$BIN did not stop cleanly: $(tail -5 "$work/operator.log")"
   kubectl delete namespace "$ns" --wait=false >/dev/null

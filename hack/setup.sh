@@ -69,8 +69,8 @@ check_go() {
 
 # The Go build cache is only of use while a Go binary is built, and the binaries above are cached
 # by version: a warm run builds nothing. Left alone it held 6.9 GB here after the control plane,
-# the registry, the fault proxy and the benchmark's Go peer were built, on the disk a CI run on
-# this machine builds about 15 GB of Rust into. A build after a version bump compiles from the
+# the registry, the fault proxy and the benchmark's Go peer were built, beside the 4.8 GB of Rust
+# a cold `make test` builds on the same disk. A build after a version bump compiles from the
 # module cache (kept) again.
 trim_go_build_cache() {
   (
