@@ -49,6 +49,9 @@ struct Figures {
     statuses: Option<Duration>,
     /// CPU seconds (user + system) the operator used from its start, with its waited children.
     cpu_secs: f64,
+    /// Of those, the CPU seconds used until its `/readyz` answered, before any AppService
+    /// existed: start-up (for app-operator, compiling its guest), a fixed cost per start.
+    ready_cpu_secs: f64,
     /// Peak RSS (VmHWM), KiB.
     peak_rss_kib: u64,
     /// API requests by method, in the order of [`METHODS`].
@@ -149,6 +152,7 @@ async fn measure(
     operator: &mut OperatorProcess,
 ) -> anyhow::Result<Figures> {
     operator.wait_ready(Duration::from_secs(60)).await?;
+    let ready_cpu_secs = operator.cpu_seconds()?;
     let stores = Stores::watch(client, ns).await?;
     let count = apps.len();
     let started = Instant::now();
@@ -192,6 +196,7 @@ async fn measure(
         children: children.expect("loop ends when set"),
         statuses: statuses.filter(|_| contender.writes_status),
         cpu_secs,
+        ready_cpu_secs,
         peak_rss_kib,
         requests: prom::by_method(&metrics, contender.requests_metric),
         writes: prom::writes_by_resource(&metrics, contender.requests_metric),
@@ -247,6 +252,12 @@ fn print_table(runs: [&[Figures]; 3], count: usize, ratio: bool) {
         }
     }
     row("operator CPU", Unit::CpuSecs, &|f| Some(f.cpu_secs));
+    row("  until ready (start-up)", Unit::CpuSecs, &|f| {
+        Some(f.ready_cpu_secs)
+    });
+    row("  from ready (the work)", Unit::CpuSecs, &|f| {
+        Some(f.cpu_secs - f.ready_cpu_secs)
+    });
     row("peak RSS", Unit::Mib, &|f| {
         Some(f.peak_rss_kib as f64 / 1024.0)
     });

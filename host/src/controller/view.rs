@@ -10,7 +10,8 @@
 //! AppServices (2026-12-05), a cached `Deployment` took 8.8 KiB of heap and a `Service` 4.1 KiB
 //! (docs/development.md). Their metadata is parsed without managedFields
 //! ([`metadata_without_managed_fields`]), and a Service's is all the API server sends
-//! (`as=PartialObjectMetadata`).
+//! (`as=PartialObjectMetadata`). AppServices are parsed whole but for their managedFields
+//! ([`ParsedAppService`]).
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -22,6 +23,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
 use serde::{Deserialize, Deserializer};
+
+use crate::crd::{AppService, AppServiceSpec, AppServiceStatus};
 
 /// A Deployment as the controller reads it: metadata, replicas, selector and status.
 #[derive(Clone, Debug, Deserialize)]
@@ -100,6 +103,68 @@ where
         self_link: wire.self_link,
         uid: wire.uid,
     })
+}
+
+/// An AppService as its watch parses it: the whole object but its managedFields, which serde
+/// skips instead of building ([`metadata_without_managed_fields`]).
+///
+/// Why: every status the operator writes comes back through the AppService watch, and from then
+/// on an AppService carries two field sets (the author's spec, the operator's status), each a
+/// JSON tree the controller never reads; they were parsed and then cleared.
+#[derive(Clone, Debug)]
+pub struct ParsedAppService(pub AppService);
+
+impl<'de> Deserialize<'de> for ParsedAppService {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// `AppService`'s fields, its metadata without managedFields.
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(default, deserialize_with = "metadata_without_managed_fields")]
+            metadata: ObjectMeta,
+            spec: AppServiceSpec,
+            #[serde(default)]
+            status: Option<AppServiceStatus>,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        Ok(Self(AppService {
+            metadata: wire.metadata,
+            spec: wire.spec,
+            status: wire.status,
+        }))
+    }
+}
+
+impl kube::Resource for ParsedAppService {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        AppService::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        AppService::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        AppService::version(dt)
+    }
+
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        AppService::api_version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        AppService::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
 }
 
 /// Makes `$view` address the API of `$full`: same group, version, kind and URL; with
@@ -188,6 +253,43 @@ mod tests {
         assert_eq!(view.status.and_then(|s| s.ready_replicas), Some(2));
         assert_eq!(DeploymentView::plural(&()), "deployments");
         assert_eq!(DeploymentView::api_version(&()), "apps/v1");
+    }
+
+    #[test]
+    fn a_parsed_appservice_is_the_appservice_without_managed_fields() {
+        let full = json!({
+            "apiVersion": "apps.kudevops.io/v1alpha1", "kind": "AppService",
+            "metadata": {"name": "web", "namespace": "ns", "uid": "a1", "generation": 2,
+                         "labels": {"tier": "canary"},
+                         "managedFields": [
+                             {"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1",
+                              "fieldsV1": {"f:spec": {"f:image": {}, "f:replicas": {}}}},
+                             {"manager": "app-operator", "operation": "Apply",
+                              "subresource": "status", "fieldsType": "FieldsV1",
+                              "fieldsV1": {"f:status": {"f:observedGeneration": {}}}}]},
+            "spec": {"replicas": 2, "image": "nginx:1.27",
+                     "ports": [{"name": "http", "port": 80, "targetPort": 8080}]},
+            "status": {"observedGeneration": 2}
+        });
+        let mut whole: AppService = serde_json::from_value(full.clone()).expect("parses");
+        let ParsedAppService(parsed) = serde_json::from_value(full).expect("parses");
+        assert_eq!(
+            whole.metadata.managed_fields.as_ref().map(Vec::len),
+            Some(2)
+        );
+        assert!(parsed.metadata.managed_fields.is_none());
+        whole.metadata.managed_fields = None;
+        let value = |app: &AppService| serde_json::to_value(app).expect("serializes");
+        assert_eq!(value(&parsed), value(&whole));
+        assert_eq!(parsed.spec.ports.len(), 1);
+        assert_eq!(parsed.status.and_then(|s| s.observed_generation), Some(2));
+        assert_eq!(ParsedAppService::plural(&()), "appservices");
+        assert_eq!(
+            ParsedAppService::api_version(&()),
+            "apps.kudevops.io/v1alpha1"
+        );
+        assert_eq!(ParsedAppService::kind(&()), "AppService");
+        assert!(!ParsedAppService::metadata_api());
     }
 
     #[test]

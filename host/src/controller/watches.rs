@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::core::PartialObjectMeta;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -20,6 +20,7 @@ use super::child::ChildKind;
 use super::echo::OwnWrites;
 use super::per_app::PerApp;
 use super::trigger::{Relevant, Triggers};
+use super::view::ParsedAppService;
 use crate::backoff::WatchBackoff;
 use crate::crd::AppService;
 use crate::error_chain;
@@ -121,28 +122,37 @@ pub(super) fn apps(
 ) {
     let (store, writer) = reflector::store();
     let config = watcher::Config::default().any_semantic();
-    let stream = retried(
-        watcher(api::<AppService>(client, namespace), config),
-        "appservices",
-        metrics,
-    )
-    // NB: the controller never reads managedFields; they are most of a small object's size.
-    .modify(|app| app.managed_fields_mut().clear())
-    .reflect(writer)
-    .inspect_ok(per_app.on_app_event(store.clone()))
-    .inspect_ok(SyncTracker::on_listed(tracker, "appservices"))
-    .applied_objects()
-    // NB: status writes do not bump the generation; without this filter every status write
-    // would trigger another reconcile. Labels and annotations do not bump it either, but they
-    // are part of what the guest renders (and labels choose the guest: a canary's selector).
-    .predicate_filter(
-        predicates::generation
-            .combine(predicates::labels)
-            .combine(predicates::annotations),
-        Default::default(),
-    )
-    .filter(without_errors);
+    // NB: the controller never reads managedFields; they are most of a small object's size, so
+    // they are not parsed ([`ParsedAppService`]).
+    let events = watcher(api::<ParsedAppService>(client, namespace), config).map_ok(unparsed);
+    let stream = retried(events, "appservices", metrics)
+        .reflect(writer)
+        .inspect_ok(per_app.on_app_event(store.clone()))
+        .inspect_ok(SyncTracker::on_listed(tracker, "appservices"))
+        .applied_objects()
+        // NB: status writes do not bump the generation; without this filter every status write
+        // would trigger another reconcile. Labels and annotations do not bump it either, but they
+        // are part of what the guest renders (and labels choose the guest: a canary's selector).
+        .predicate_filter(
+            predicates::generation
+                .combine(predicates::labels)
+                .combine(predicates::annotations),
+            Default::default(),
+        )
+        .filter(without_errors);
     (store, stream)
+}
+
+/// The AppService of each object of `event`.
+fn unparsed(event: watcher::Event<ParsedAppService>) -> watcher::Event<AppService> {
+    use watcher::Event;
+    match event {
+        Event::Apply(ParsedAppService(app)) => Event::Apply(app),
+        Event::Delete(ParsedAppService(app)) => Event::Delete(app),
+        Event::Init => Event::Init,
+        Event::InitApply(ParsedAppService(app)) => Event::InitApply(app),
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 /// A cache of the operator-managed children of kind `kind` (`K`), indexed by owner, and the
