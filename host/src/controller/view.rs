@@ -134,66 +134,33 @@ impl<'de> Deserialize<'de> for ParsedAppService {
     }
 }
 
-impl kube::Resource for ParsedAppService {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        AppService::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        AppService::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        AppService::version(dt)
-    }
-
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        AppService::api_version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        AppService::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
-
-/// Makes `$view` address the API of `$full`: same group, version, kind and URL; with
-/// `metadata_only`, every request for it asks for the object's metadata alone
-/// (`as=PartialObjectMetadata`), so the API server sends nothing else.
+/// Makes `$view`, whose metadata is `self.$meta`, address the API of `$full`: same group,
+/// version, kind and URL; with `metadata_only`, every request for it asks for the object's
+/// metadata alone (`as=PartialObjectMetadata`), so the API server sends nothing else.
 macro_rules! view_of {
-    ($view:ty, $full:ty, metadata_only: $metadata_only:expr) => {
+    ($view:ty, $full:ty, metadata_only: $metadata_only:expr, meta: $($meta:tt)+) => {
         impl kube::Resource for $view {
             type DynamicType = ();
             type Scope = NamespaceResourceScope;
 
-            fn kind(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(<$full as k8s_openapi::Resource>::KIND)
+            fn kind(dt: &()) -> Cow<'_, str> {
+                <$full as kube::Resource>::kind(dt)
             }
 
-            fn group(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(<$full as k8s_openapi::Resource>::GROUP)
+            fn group(dt: &()) -> Cow<'_, str> {
+                <$full as kube::Resource>::group(dt)
             }
 
-            fn version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(<$full as k8s_openapi::Resource>::VERSION)
+            fn version(dt: &()) -> Cow<'_, str> {
+                <$full as kube::Resource>::version(dt)
             }
 
-            fn api_version(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(<$full as k8s_openapi::Resource>::API_VERSION)
+            fn api_version(dt: &()) -> Cow<'_, str> {
+                <$full as kube::Resource>::api_version(dt)
             }
 
-            fn plural(_: &()) -> Cow<'_, str> {
-                Cow::Borrowed(<$full as k8s_openapi::Resource>::URL_PATH_SEGMENT)
+            fn plural(dt: &()) -> Cow<'_, str> {
+                <$full as kube::Resource>::plural(dt)
             }
 
             fn metadata_api() -> bool {
@@ -201,19 +168,20 @@ macro_rules! view_of {
             }
 
             fn meta(&self) -> &ObjectMeta {
-                &self.metadata
+                &self.$($meta)+
             }
 
             fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
+                &mut self.$($meta)+
             }
         }
     };
 }
 
-view_of!(DeploymentView, Deployment, metadata_only: false);
+view_of!(DeploymentView, Deployment, metadata_only: false, meta: metadata);
 // NB: the watch, the apply answers and the ownership reads of Services carry only metadata.
-view_of!(ServiceView, Service, metadata_only: true);
+view_of!(ServiceView, Service, metadata_only: true, meta: metadata);
+view_of!(ParsedAppService, AppService, metadata_only: false, meta: 0.metadata);
 
 #[cfg(test)]
 mod tests {
