@@ -2,10 +2,13 @@
 # `make image-test`: the engine-free image round trip. Builds the image (hack/image.sh build),
 # pushes it to a local OCI registry started for the test (hack/registry.sh, a free 127.0.0.1 port,
 # storage in a temporary directory), pulls it back and checks it: OCI media types, one layer
-# holding only /app-operator (no shell, nothing else), user 65532:65532, entrypoint and command,
-# linux/amd64, the OCI labels, the pushed digest equal to the built one, and the size within
-# SIZE_LIMIT_MIB. Then runs the binary extracted from the pulled layer, as the image's user with
-# an empty environment: `--version` and `render` of the sample AppService. Prints the image size.
+# holding only /app-operator and the precompiled default guest in /guests (no shell, nothing
+# else), user 65532:65532, entrypoint and command, APP_OPERATOR_GUEST_PRECOMPILED_DIR, linux/amd64,
+# the OCI labels, the pushed digest equal to the built one, and the size within SIZE_LIMIT_MIB.
+# Then runs the binary extracted from the pulled layer, as the image's user with an empty
+# environment: `--version`, `render` of the sample AppService, and `guest precompile`, whose
+# artifact must be the one the image holds (the name is the guest's digest and the engine's
+# hash, so this machine's engine loads it). Prints the image size.
 # Exits non-zero on the first failed check.
 #
 # Cold, the musl release build dominates (see docs/development.md); crane and the registry are
@@ -66,6 +69,9 @@ main() {
   check "user" "$(jq -r .config.User <<<"$config")" 65532:65532
   check "entrypoint" "$(jq -c .config.Entrypoint <<<"$config")" '["/app-operator"]'
   check "cmd" "$(jq -c .config.Cmd <<<"$config")" '["run"]'
+  check "precompiled guests" \
+    "$(jq -r '.config.Env[] | select(startswith("APP_OPERATOR_GUEST_PRECOMPILED_DIR="))' <<<"$config")" \
+    APP_OPERATOR_GUEST_PRECOMPILED_DIR=/guests
   check "exposed ports" "$(jq -c '.config.ExposedPorts | keys' <<<"$config")" \
     '["8080/tcp","8081/tcp"]'
   check "label title" "$(jq -r '.config.Labels["org.opencontainers.image.title"]' <<<"$config")" \
@@ -78,13 +84,16 @@ main() {
     fail "image size $size bytes is over the $SIZE_LIMIT_MIB MiB limit"
   checks=$((checks + 1))
 
-  # The pulled image's filesystem: exactly one file, the binary, root-owned and executable.
+  # The pulled image's filesystem: the binary, root-owned and executable, and one precompiled
+  # guest, root-owned and read-only.
   mkdir "$work/rootfs"
   "$tools/crane" export "$ref" "$work/rootfs.tar"
-  check "files in the image" "$(tar --list --file "$work/rootfs.tar" | tr '\n' ' ')" "app-operator "
-  check "binary owner and mode" \
-    "$(tar --list --verbose --numeric-owner --file "$work/rootfs.tar" | awk '{ print $1, $2 }')" \
-    "-rwxr-xr-x 0/0"
+  check "files in the image" \
+    "$(tar --list --file "$work/rootfs.tar" | sed 's/[0-9a-f]\{64\}-[0-9a-f]\{16\}/ARTIFACT/' | tr '\n' ' ')" \
+    "app-operator guests guests/ARTIFACT.cwasm "
+  check "owners and modes" \
+    "$(tar --list --verbose --numeric-owner --file "$work/rootfs.tar" | awk '{ print $1, $2 }' | tr '\n' ' ')" \
+    "-rwxr-xr-x 0/0 drwxr-xr-x 0/0 -rw-r--r-- 0/0 "
   tar --extract --file "$work/rootfs.tar" --directory "$work/rootfs"
   chmod 0755 "$work" # the image's user must reach the binary in the temporary directory
   if readelf -l "$work/rootfs/app-operator" | grep -q 'Requesting program interpreter'; then
@@ -103,6 +112,10 @@ main() {
   out="$(as_image_user render -f "$work/sample.yaml")"
   check "render: kinds" "$(grep '^kind:' <<<"$out" | tr '\n' ' ')" "kind: Deployment kind: Service "
   check "render: names" "$(grep -c '^  name: nginx$' <<<"$out")" 2
+  mkdir "$work/again" && chmod 0777 "$work/again"
+  check "the shipped guest is this engine's" \
+    "$(as_image_user guest precompile --out-dir "$work/again" | xargs basename)" \
+    "$(cd "$work/rootfs/guests" && ls)"
   log "round trip (push, pull, checks, runs) in $((SECONDS - start)) s"
 
   echo "image $built: $size bytes ($(awk -v s="$size" 'BEGIN { printf "%.1f", s / 1048576 }') MiB) compressed, binary $(stat -c %s "$work/rootfs/app-operator") bytes uncompressed"

@@ -2,16 +2,19 @@
 # `make image` / `make image-push`: the operator's OCI image without a container engine.
 #
 # `build` compiles the static (musl) binary as hack/pgo.sh builds it (profile dist, optimized
-# with a profile of its own run on the local control plane), strips its debug info, packs it
-# alone into a layer tarball (/app-operator, owned by root, mode 0755, fixed mtime) and turns
-# that into an image FROM scratch with crane (built from Go modules and cached by
+# with a profile of its own run on the local control plane), strips its debug info, precompiles
+# the default guest with it (`guest precompile`: /guests/<digest>-<engine hash>.cwasm, which
+# `run` loads instead of compiling the guest at start, on any node of x86-64-v3 or above; see
+# docs/operations.md), packs both into a layer tarball (owned by root, the binary mode 0755, the
+# artifact 0644, fixed mtime) and turns that into an image FROM scratch with crane (built from Go modules and cached by
 # hack/controlplane/build-imagetools.sh): `crane append --oci-empty-base`, then `crane mutate`
-# for the entrypoint, command, non-root user 65532:65532, exposed ports, platform and OCI labels.
+# for the entrypoint, command, non-root user 65532:65532, APP_OPERATOR_GUEST_PRECOMPILED_DIR,
+# exposed ports, platform and OCI labels.
 # crane edits images in a registry, so a throwaway local registry (hack/registry.sh) holds the
 # intermediate images; the result is pulled into an OCI image layout at $OUT, the only output.
 # The image has no shell, no /etc/passwd and no CA bundle: the operator needs none (the API
 # server's CA comes from the service account). It matches the Dockerfile's image (same binary
-# path, user, entrypoint and ports) without its distroless base.
+# path, precompiled guest, user, entrypoint and ports) without its distroless base.
 #
 # `push` pushes the layout at $OUT to $IMG (crane's credentials: ~/.docker/config.json, or
 # `crane auth login`).
@@ -31,6 +34,8 @@ CARGO="${CARGO:-cargo}"
 TRIPLE=x86_64-unknown-linux-musl
 # The image's user: distroless's `nonroot`, the same numbers config/manager's securityContext runs as.
 USER_ID=65532:65532
+# Where the image holds the precompiled default guest (read-only, root's).
+GUESTS=guests
 
 log() { echo "[image.sh] $*" >&2; }
 die() {
@@ -66,16 +71,21 @@ build() {
   strip --strip-debug -o "$work/rootfs/app-operator" "$bin"
   chmod 0755 "$work/rootfs/app-operator"
   version="$("$work/rootfs/app-operator" --version | awk '{ print $2 }')"
+  # NB: run's default engine flags; a deployment that sets --guest-fuel compiles at start.
+  "$work/rootfs/app-operator" guest precompile --out-dir "$work/rootfs/$GUESTS" >&2
+  chmod 0755 "$work/rootfs/$GUESTS"
+  chmod 0644 "$work/rootfs/$GUESTS"/*
   revision="$(git -C "$ROOT" rev-parse HEAD 2>/dev/null || echo unknown)"
   tar --create --file "$work/layer.tar" --directory "$work/rootfs" --sort=name \
     --owner=0 --group=0 --numeric-owner --mtime=@0 --format=posix \
-    --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime app-operator
+    --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime app-operator "$GUESTS"
 
   addr="$("$ROOT/hack/registry.sh" start "$work/registry")"
   ref="$addr/app-operator:build"
   "$tools/crane" append --oci-empty-base -f "$work/layer.tar" -t "$ref.base" >/dev/null
   "$tools/crane" mutate "$ref.base" -t "$ref" \
     --entrypoint=/app-operator --cmd=run --user="$USER_ID" --workdir=/ \
+    --env="APP_OPERATOR_GUEST_PRECOMPILED_DIR=/$GUESTS" \
     --exposed-ports=8080/tcp,8081/tcp --set-platform=linux/amd64 \
     -l org.opencontainers.image.title=app-operator \
     -l "org.opencontainers.image.description=$(sed -n 's/^description = "\(.*\)"$/\1/p' "$ROOT/host/Cargo.toml")" \

@@ -450,6 +450,100 @@ fn precompiled_guests_are_cached_on_disk() {
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
+/// A compiler program that refuses every guest as the real one refuses an invalid component
+/// (exit code 3): a load that compiles with it fails.
+#[cfg(unix)]
+fn refusing_compiler(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let program = dir.join("refuse");
+    std::fs::create_dir_all(dir).expect("create dir");
+    std::fs::write(&program, "#!/bin/sh\necho refused >&2\nexit 3\n").expect("write script");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    program
+}
+
+#[cfg(unix)]
+#[test]
+fn a_guest_precompiled_ahead_of_time_loads_without_a_compile() {
+    let dir = std::env::temp_dir().join(format!(
+        "app-operator-precompiled-test-{}",
+        std::process::id()
+    ));
+    let artifacts = dir.join("guests");
+    let refuse = refusing_compiler(&dir);
+    let path = guest::Runtime::new(guest::Config::default())
+        .expect("valid")
+        .precompile(guest::default_guest(), &artifacts)
+        .expect("precompiles");
+    assert_eq!(path.parent(), Some(artifacts.as_path()));
+    let compile_refused = guest::Config {
+        compiler: Some(refuse),
+        ..guest::Config::default()
+    };
+    let err = guest::Runtime::new(compile_refused.clone())
+        .expect("valid")
+        .load_default_blocking()
+        .err()
+        .expect("a compile fails with this compiler");
+    assert!(matches!(err, Error::Load { .. }), "{err:?}");
+
+    let precompiled = guest::Config {
+        precompiled_dir: Some(artifacts.clone()),
+        ..compile_refused.clone()
+    };
+    let policy = guest::Runtime::new(precompiled.clone())
+        .expect("valid")
+        .load_default_blocking()
+        .expect("loads the precompiled artifact");
+    let rendering = policy
+        .render_blocking(&app("nginx"), None)
+        .expect("renders");
+    let compiled = RUNTIME
+        .load_default_blocking()
+        .expect("loads")
+        .render_blocking(&app("nginx"), None)
+        .expect("renders");
+    assert_eq!(
+        rendering, compiled,
+        "the same objects as the guest compiled here"
+    );
+    let files = std::fs::read_dir(&artifacts).expect("dir").count();
+    assert_eq!(files, 1, "nothing written beside the precompiled artifact");
+
+    // Another engine (fuel changes the compiled code) finds no artifact of its own: it compiles.
+    let metered = guest::Config {
+        fuel: Some(10_000_000),
+        ..precompiled.clone()
+    };
+    let err = guest::Runtime::new(metered)
+        .expect("valid")
+        .load_default_blocking()
+        .err()
+        .expect("no artifact for a metered engine");
+    assert!(matches!(err, Error::Load { .. }), "{err:?}");
+
+    // A corrupt artifact costs a compile, not an error.
+    std::fs::write(&path, b"garbage").expect("overwrite artifact");
+    guest::Runtime::new(guest::Config {
+        compiler: None,
+        ..precompiled
+    })
+    .expect("valid")
+    .load_default_blocking()
+    .expect("compiles instead")
+    .render_blocking(&app("nginx"), None)
+    .expect("renders");
+
+    // Bytes that are no guest are refused, and nothing is written.
+    let err = guest::Runtime::new(guest::Config::default())
+        .expect("valid")
+        .precompile(b"\0asm not really", &dir.join("none"))
+        .expect_err("must fail");
+    assert!(matches!(err, Error::Load { .. }), "{err:?}");
+    assert!(!dir.join("none").exists());
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
 #[test]
 fn bad_bytes_fail_to_load() {
     let err = RUNTIME

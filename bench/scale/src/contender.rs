@@ -34,7 +34,8 @@ pub(crate) struct Contender {
 
 impl Contender {
     /// app-operator watching namespace `ns`, with its guest ConfigMap in `ns` (what the swap
-    /// phase writes), logging at `RUST_LOG` (default `warn`) as JSON.
+    /// phase writes), logging at `RUST_LOG` (default `warn`) as JSON, loading the default guest
+    /// precompiled unless `--compile-at-start`.
     pub(crate) fn app_operator(args: &Args, ns: &str) -> Self {
         let args_of = [
             "run",
@@ -51,10 +52,15 @@ impl Contender {
             "--probe-addr",
             &args.probe_addr,
         ];
+        let mut args_of = args_of.map(str::to_owned).to_vec();
+        if let Some(dir) = &args.precompiled_dir {
+            args_of.push("--guest-precompiled-dir".to_owned());
+            args_of.push(dir.display().to_string());
+        }
         Self {
             name: "app-operator",
             program: args.operator.clone(),
-            args: args_of.map(str::to_owned).to_vec(),
+            args: args_of,
             env: vec![(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),

@@ -4,9 +4,11 @@ pub mod compile;
 pub mod conformance;
 mod connect;
 pub mod crd;
+mod engine;
 pub mod inspect;
 pub mod plan;
 mod policy;
+pub mod precompile;
 pub mod pull;
 pub mod push;
 pub mod registry;
@@ -21,6 +23,7 @@ use clap::{Parser, Subcommand};
 use crate::{Error, Result};
 
 pub use connect::Connection;
+pub use engine::EngineArgs;
 pub use policy::PolicyArgs;
 
 /// app-operator: AppService in, Deployment and Service out, with the policy in a WebAssembly guest.
@@ -62,6 +65,9 @@ pub enum GuestCommand {
     /// Sign a guest with an Ed25519 private key, for an operator run with
     /// `--guest-trusted-key`.
     Sign(sign::Args),
+    /// Compile guests ahead of time, for `run --guest-precompiled-dir` (the image ships the
+    /// default guest's).
+    Precompile(precompile::Args),
     /// The child process that compiles a guest for the operator (internal).
     #[command(hide = true)]
     Compile(compile::Args),
@@ -90,6 +96,7 @@ pub async fn exec(cli: Cli) -> crate::Result<()> {
         Command::Guest(GuestCommand::Push(args)) => push::exec(args).await,
         Command::Guest(GuestCommand::Pull(args)) => pull::exec(args).await,
         Command::Guest(GuestCommand::Sign(args)) => sign::exec(args).await,
+        Command::Guest(GuestCommand::Precompile(args)) => precompile::exec(&args),
         Command::Guest(GuestCommand::Compile(args)) => {
             // NB: main() answers for the child before calling this; a library caller gets the
             // child's exit status as an error.

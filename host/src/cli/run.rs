@@ -66,13 +66,9 @@ pub struct Args {
     /// Wall-clock budget of one guest call, in milliseconds.
     #[arg(long, env = "APP_OPERATOR_GUEST_DEADLINE_MS")]
     pub guest_deadline_ms: Option<u64>,
-    /// Cap on one guest instance's memory (every linear memory and table), in MiB.
-    #[arg(long, env = "APP_OPERATOR_GUEST_MEMORY_MIB", default_value_t = guest::DEFAULT_MEMORY_LIMIT >> 20)]
-    pub guest_memory_mib: usize,
-    /// Cap on the memory all guest instances hold at once, in MiB: budget / --guest-memory-mib
-    /// guest calls run at once, whoever makes them (reconciles, a swap's dry run).
-    #[arg(long, env = "APP_OPERATOR_GUEST_MEMORY_BUDGET_MIB", default_value_t = guest::DEFAULT_MEMORY_BUDGET >> 20)]
-    pub guest_memory_budget_mib: usize,
+    /// Memory and fuel of the guest engine.
+    #[command(flatten)]
+    pub engine: super::EngineArgs,
     /// Memory the operator needs besides the guest instances, in MiB; start-up refuses a budget
     /// plus this reserve over the memory limit.
     #[arg(long, env = "APP_OPERATOR_MEMORY_RESERVE_MIB", default_value_t = crate::memory::DEFAULT_RESERVE_MIB)]
@@ -81,13 +77,16 @@ pub struct Args {
     /// `resources.limits.memory`), if any.
     #[arg(long, env = "APP_OPERATOR_MEMORY_LIMIT_MIB")]
     pub memory_limit_mib: Option<u64>,
-    /// Fuel budget of one guest call. Default: no fuel limit.
-    #[arg(long, env = "APP_OPERATOR_GUEST_FUEL")]
-    pub guest_fuel: Option<u64>,
     /// Directory for precompiled guests, and (under `oci/`) for the components of guests pulled
     /// from a registry, by digest. Default: no disk cache.
     #[arg(long, env = "APP_OPERATOR_GUEST_CACHE_DIR")]
     pub guest_cache_dir: Option<PathBuf>,
+    /// Read-only directory of guests precompiled by `app-operator guest precompile` with the
+    /// same engine flags (the image ships the default guest's in /guests), loaded instead of
+    /// compiled at start. **Loaded as native code**: it must be writable by no one but whoever
+    /// builds the image. Default: none.
+    #[arg(long, env = "APP_OPERATOR_GUEST_PRECOMPILED_DIR")]
+    pub guest_precompiled_dir: Option<PathBuf>,
     /// Compile guests in this process instead of a child process running this binary
     /// (`guest compile`). The child keeps Cranelift and the compile's memory out of the
     /// operator, and is stopped if a compile runs away.
@@ -239,10 +238,12 @@ impl Args {
         if let Some(ms) = self.guest_deadline_ms {
             config.deadline = Duration::from_millis(ms);
         }
-        config.memory_limit = self.guest_memory_mib.saturating_mul(1 << 20);
-        config.memory_budget = self.guest_memory_budget_mib.saturating_mul(1 << 20);
-        config.fuel = self.guest_fuel.or(config.fuel);
+        self.engine.apply(&mut config);
         config.cache_dir = self.guest_cache_dir.clone().or(config.cache_dir);
+        config.precompiled_dir = self
+            .guest_precompiled_dir
+            .clone()
+            .or(config.precompiled_dir);
         if !self.guest_compile_in_process {
             // NB: without a path to this binary (rare), `guest::compiler` falls back to here.
             config.compiler = std::env::current_exe().ok();
@@ -368,8 +369,8 @@ pub async fn exec(args: Args) -> Result<()> {
     let guest_config = args.guest_config();
     info!(
         instances = guest_config.instances(),
-        instance_mib = args.guest_memory_mib,
-        budget_mib = args.guest_memory_budget_mib,
+        instance_mib = args.engine.guest_memory_mib,
+        budget_mib = args.engine.guest_memory_budget_mib,
         reserve_mib = args.memory_reserve_mib,
         limit_mib = memory_limit.as_ref().map(|l| l.bytes >> 20),
         limit_source = memory_limit.as_ref().map(|l| l.source.as_str()),
@@ -556,7 +557,7 @@ mod tests {
         assert!(args.guest_config().instances() >= 1);
         // The same limit with a budget of 16 instances (the finding) is refused.
         let mut over = args;
-        over.guest_memory_budget_mib = 16 * over.guest_memory_mib;
+        over.engine.guest_memory_budget_mib = 16 * over.engine.guest_memory_mib;
         assert!(over.check_memory(Some(&limit)).is_err());
     }
 
@@ -571,6 +572,36 @@ mod tests {
         let config = args.guest_config();
         assert_eq!(config.memory_limit, guest::DEFAULT_MEMORY_LIMIT);
         assert_eq!(config.instances(), 4);
+    }
+
+    #[test]
+    fn engine_and_precompiled_flags_reach_the_guest_config() {
+        let cli = Cli::try_parse_from([
+            "app-operator",
+            "run",
+            "--guest-precompiled-dir",
+            "/guests",
+            "--guest-memory-mib",
+            "32",
+            "--guest-memory-budget-mib",
+            "128",
+            "--guest-fuel",
+            "5",
+        ])
+        .expect("the flags parse");
+        let Command::Run(args) = cli.command else {
+            panic!("not run");
+        };
+        let config = args.guest_config();
+        assert_eq!(
+            config.precompiled_dir.as_deref(),
+            Some(std::path::Path::new("/guests"))
+        );
+        assert_eq!(config.cache_dir, None);
+        assert_eq!(
+            (config.memory_limit, config.memory_budget, config.fuel),
+            (32 << 20, 128 << 20, Some(5))
+        );
     }
 
     #[test]

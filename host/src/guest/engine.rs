@@ -22,9 +22,33 @@ const KEEP_RESIDENT: usize = 128 << 10;
 /// Wasm page size.
 const PAGE: usize = 64 << 10;
 
+/// Cranelift's x86-64 features above x86-64-v3 (AVX2, BMI1/2, FMA, LZCNT), turned off even where
+/// the host has them, so that code compiled on one machine of level v3 or above is the same code,
+/// under the same [`wasmtime::Engine::precompile_compatibility_hash`], on every other: a guest
+/// precompiled into the image (`app-operator guest precompile`) loads on any such node instead
+/// of being compiled at start. A host below v3 infers fewer features, a different hash, and
+/// compiles its guests as before. The guests' code hardly uses these (wasm has no 512-bit SIMD).
+#[cfg(target_arch = "x86_64")]
+const ABOVE_PORTABLE_ISA: [&str; 7] = [
+    "has_avx512bitalg",
+    "has_avx512dq",
+    "has_avx512f",
+    "has_avx512vl",
+    "has_avx512vbmi",
+    "has_avx512vnni",
+    "has_avx_vnni",
+];
+
 /// Builds the engine for `config`, with a pool of `instances` component instances (the
 /// runtime's semaphore lets no more exist at once).
 pub(super) fn build(config: &Config, instances: usize) -> Result<Engine, Error> {
+    let mut wasm = settings(config, instances);
+    portable_isa(&mut wasm);
+    Engine::new(&wasm).map_err(|e| Error::Engine(e.into()))
+}
+
+/// Every setting of [`build`]'s but the CPU features.
+fn settings(config: &Config, instances: usize) -> wasmtime::Config {
     let instances = u32::try_from(instances).unwrap_or(u32::MAX / 8);
     let mut pool = PoolingAllocationConfig::new();
     pool.total_component_instances(instances)
@@ -51,7 +75,23 @@ pub(super) fn build(config: &Config, instances: usize) -> Result<Engine, Error> 
         .epoch_interruption(true)
         // Fuel changes the compiled code, so it is only on when a budget is configured.
         .consume_fuel(config.fuel.is_some());
-    Engine::new(&wasm).map_err(|e| Error::Engine(e.into()))
+    wasm
+}
+
+/// Leaves out the host's CPU features in [`ABOVE_PORTABLE_ISA`] (Cranelift infers the host's,
+/// then applies these settings over them).
+#[allow(unsafe_code)]
+fn portable_isa(wasm: &mut wasmtime::Config) {
+    #[cfg(target_arch = "x86_64")]
+    for flag in ABOVE_PORTABLE_ISA {
+        // SAFETY: turning a CPU feature off only keeps Cranelift from emitting its instructions;
+        // the names are Cranelift's x86-64 settings (an unknown name fails `Engine::new`).
+        unsafe {
+            wasm.cranelift_flag_set(flag, "false");
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = wasm;
 }
 
 /// Advances the engine's epoch every [`EPOCH_TICK`] while at least one guest call runs; idle, its
@@ -172,6 +212,85 @@ mod tests {
         assert_eq!(deadline_ticks(Duration::from_millis(100)), 11);
         assert_eq!(deadline_ticks(Duration::from_millis(101)), 12);
         assert_eq!(deadline_ticks(Duration::ZERO), 2);
+    }
+
+    /// Cranelift's names of the x86-64-v3 features ([`host_is_v3`]'s, in its order).
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    const V3: [&str; 12] = [
+        "has_cmpxchg16b",
+        "has_sse3",
+        "has_ssse3",
+        "has_sse41",
+        "has_sse42",
+        "has_popcnt",
+        "has_avx",
+        "has_avx2",
+        "has_fma",
+        "has_bmi1",
+        "has_bmi2",
+        "has_lzcnt",
+    ];
+
+    fn compatibility(engine: &Engine) -> u64 {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        engine.precompile_compatibility_hash().hash(&mut h);
+        h.finish()
+    }
+
+    /// On a host of x86-64-v3 or above (this one has AVX-512), the engine is the one built for
+    /// exactly x86-64-v3, whatever else the host has: what one such machine precompiles, any
+    /// other loads.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_v3_host_compiles_for_exactly_x86_64_v3() {
+        if !host_is_v3() {
+            eprintln!("skipped: this host is below x86-64-v3");
+            return;
+        }
+        let ours = build(&Config::default(), 1).expect("the default config builds");
+
+        let env = if cfg!(target_env = "musl") {
+            "musl"
+        } else {
+            "gnu"
+        };
+        let mut exact = settings(&Config::default(), 1);
+        exact
+            .target(&format!("x86_64-unknown-linux-{env}"))
+            .expect("a known triple");
+        for flag in V3 {
+            // SAFETY: every one of them is on this host (checked above).
+            unsafe {
+                exact.cranelift_flag_enable(flag);
+            }
+        }
+        let exact = Engine::new(&exact).expect("the exact engine builds");
+        assert_eq!(compatibility(&ours), compatibility(&exact));
+
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // NB: the same settings with all of this host's features make another engine.
+            let native = Engine::new(&settings(&Config::default(), 1)).expect("it builds");
+            assert_ne!(compatibility(&ours), compatibility(&native));
+        }
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn host_is_v3() -> bool {
+        use std::arch::is_x86_feature_detected as has;
+        has!("cmpxchg16b")
+            && has!("sse3")
+            && has!("ssse3")
+            && has!("sse4.1")
+            && has!("sse4.2")
+            && has!("popcnt")
+            && has!("avx")
+            && has!("avx2")
+            && has!("fma")
+            && has!("bmi1")
+            && has!("bmi2")
+            && has!("lzcnt")
     }
 
     #[test]

@@ -28,6 +28,15 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+    /// A precompiled artifact could not be written (`app-operator guest precompile`).
+    #[error("failed to write the precompiled guest {}", path.display())]
+    Precompile {
+        /// Where it was to be written.
+        path: std::path::PathBuf,
+        /// Why it could not be.
+        #[source]
+        source: BoxError,
+    },
     /// No fresh instance could be made, e.g. the instance pool is exhausted.
     #[error("failed to instantiate the guest")]
     Instantiate(#[source] BoxError),
@@ -72,6 +81,7 @@ impl Error {
             Error::Config(_) => "config",
             Error::Engine(_) => "engine",
             Error::Load { .. } => "load",
+            Error::Precompile { .. } => "precompile",
             Error::Instantiate(_) => "instantiate",
             Error::Trap { .. } => "trap",
             Error::Deadline(_) => "deadline",
@@ -97,6 +107,7 @@ impl Error {
             Error::Config(_)
             | Error::Engine(_)
             | Error::Load { .. }
+            | Error::Precompile { .. }
             | Error::Instantiate(_)
             | Error::Task(_) => "RuntimeError",
         }
@@ -111,6 +122,7 @@ impl Error {
             Error::Config(_)
             | Error::Engine(_)
             | Error::Load { .. }
+            | Error::Precompile { .. }
             | Error::Trap { .. }
             | Error::Fuel(_)
             | Error::Memory(_)

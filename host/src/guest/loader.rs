@@ -1,5 +1,6 @@
-//! From guest bytes to a pre-linked component: digest, compile (in a child process when
-//! configured, [`super::compiler`]) or load the precompiled artifact from the disk cache, then
+//! From guest bytes to a pre-linked component: digest, load the artifact precompiled ahead of
+//! time or cached on disk, or compile (in a child process when configured,
+//! [`super::compiler`]), then
 //! link the `host` import and the locked-down WASI when the guest imports it.
 
 use std::fs;
@@ -7,7 +8,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 use wasmtime::Engine;
 use wasmtime::component::{Component, HasSelf, Linker};
 
@@ -21,32 +22,32 @@ pub fn digest(wasm: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(wasm)))
 }
 
-/// Compiles `wasm` ([`Config::compiler`]: in a child process, else here), or loads the
-/// artifact precompiled for this engine from [`Config::cache_dir`]. A cache that cannot be read
-/// or written only costs a compile; it is never an error.
+/// Loads the artifact precompiled for this engine from [`Config::precompiled_dir`] or
+/// [`Config::cache_dir`], else compiles `wasm` ([`Config::compiler`]: in a child process, else
+/// here) and keeps the artifact in the cache. A directory that cannot be read or written only
+/// costs a compile; it is never an error.
 pub(super) fn compile(
     engine: &Engine,
     config: &Config,
     wasm: &[u8],
     digest: &str,
 ) -> Result<Component, Error> {
-    let path = config
+    if let Some(dir) = config.precompiled_dir.as_deref() {
+        match load(engine, dir, digest) {
+            Some(component) => return Ok(component),
+            None => info!(
+                digest,
+                dir = %dir.display(),
+                "guest not precompiled for this engine; compiling it"
+            ),
+        }
+    }
+    if let Some(component) = config
         .cache_dir
         .as_deref()
-        .map(|dir| artifact_path(engine, dir, digest));
-    if let Some(path) = path.as_deref().filter(|p| p.is_file()) {
-        match fs::read(path)
-            .map_err(BoxError::from)
-            .and_then(|bytes| deserialize(engine, &bytes))
-        {
-            Ok(component) => {
-                debug!(digest, path = %path.display(), "loaded precompiled guest");
-                return Ok(component);
-            }
-            Err(e) => {
-                warn!(digest, path = %path.display(), error = %e, "ignoring unusable precompiled guest")
-            }
-        }
+        .and_then(|dir| load(engine, dir, digest))
+    {
+        return Ok(component);
     }
     let component = match &config.compiler {
         Some(program) => compile_in_child(engine, program, config, wasm, digest)?,
@@ -56,12 +57,52 @@ pub(super) fn compile(
         Some(component) => component,
         None => compile_here(engine, wasm, digest)?,
     };
-    if let Some(path) = path
-        && let Err(e) = store_artifact(&component, &path)
-    {
-        warn!(digest, path = %path.display(), error = %e, "failed to cache the precompiled guest");
+    if let Some(dir) = config.cache_dir.as_deref() {
+        let path = artifact_path(engine, dir, digest);
+        if let Err(e) = store_artifact(&component, &path) {
+            warn!(digest, path = %path.display(), error = %e, "failed to cache the precompiled guest");
+        }
     }
     Ok(component)
+}
+
+/// The artifact of `digest` for this engine in `dir`, if there is a usable one.
+fn load(engine: &Engine, dir: &Path, digest: &str) -> Option<Component> {
+    let path = artifact_path(engine, dir, digest);
+    if !path.is_file() {
+        return None;
+    }
+    match fs::read(&path)
+        .map_err(BoxError::from)
+        .and_then(|bytes| deserialize(engine, &bytes))
+    {
+        Ok(component) => {
+            debug!(digest, path = %path.display(), "loaded precompiled guest");
+            Some(component)
+        }
+        Err(e) => {
+            warn!(digest, path = %path.display(), error = %e, "ignoring unusable precompiled guest");
+            None
+        }
+    }
+}
+
+/// Compiles `wasm` for `engine`, checks it links as a guest ([`link`]), and writes the artifact
+/// where [`compile`] looks for it in `dir`; returns its path.
+pub(super) fn precompile(
+    engine: &Engine,
+    dir: &Path,
+    wasm: &[u8],
+    digest: &str,
+) -> Result<PathBuf, Error> {
+    let component = compile_here(engine, wasm, digest)?;
+    link(engine, &component, digest)?;
+    let path = artifact_path(engine, dir, digest);
+    store_artifact(&component, &path).map_err(|source| Error::Precompile {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
 }
 
 /// Compiles `wasm` in this process.

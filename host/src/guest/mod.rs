@@ -37,7 +37,7 @@ mod validate;
 mod wasi;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,6 +78,13 @@ pub struct Config {
     /// **Warning**: artifacts there are loaded as native code; the directory must be writable
     /// only by the operator.
     pub cache_dir: Option<PathBuf>,
+    /// A read-only directory of guests precompiled ahead of time (`app-operator guest
+    /// precompile`, as the image ships the default guest), looked in before the cache and the
+    /// compiler; `None` has none. An artifact made for another engine (other settings, fewer CPU
+    /// features) is not found, and the guest is compiled.
+    ///
+    /// **Warning**: as for `cache_dir`, artifacts there are loaded as native code.
+    pub precompiled_dir: Option<PathBuf>,
     /// The program that compiles guests in a child process ([`compiler`]): the operator's own
     /// binary, run as `<program> guest compile`. `None` compiles in this process.
     pub compiler: Option<PathBuf>,
@@ -92,7 +99,8 @@ pub struct Config {
 
 impl Default for Config {
     /// 100 ms deadline, 64 MiB memory per instance and a 256 MiB budget (4 instances at once),
-    /// no fuel, no disk cache, compiled in this process, `apps/v1 Deployment` and `v1 Service`, 1 MiB of output, the
+    /// no fuel, no disk cache, nothing precompiled, compiled in this process, `apps/v1
+    /// Deployment` and `v1 Service`, 1 MiB of output, the
     /// default [`admission::Config`].
     fn default() -> Self {
         Self {
@@ -101,6 +109,7 @@ impl Default for Config {
             memory_budget: DEFAULT_MEMORY_BUDGET,
             fuel: None,
             cache_dir: None,
+            precompiled_dir: None,
             compiler: None,
             allowed_kinds: vec![
                 ("apps/v1".into(), "Deployment".into()),
@@ -269,6 +278,15 @@ impl Runtime {
             runtime: self.clone(),
             loaded,
         })
+    }
+
+    /// Compiles `wasm` (in this process) and writes the artifact into `dir`, where a runtime
+    /// built with the same settings and `dir` as its [`Config::precompiled_dir`] (or
+    /// [`Config::cache_dir`]) loads it without compiling. Fails, writing nothing, on a component
+    /// that is no guest. Returns the artifact's path.
+    pub fn precompile(&self, wasm: &[u8], dir: &Path) -> Result<PathBuf, Error> {
+        let digest = loader::digest(wasm);
+        loader::precompile(&self.shared.engine, dir, wasm, &digest)
     }
 
     /// Loads the embedded [`default_guest`], as [`Runtime::load`] does.
