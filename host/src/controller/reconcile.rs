@@ -80,29 +80,19 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let now = Timestamp::now();
     let desired = status::desired(&app, &outcome, now);
     let desired = status::with_guest(desired, &app, Some(&report.conditions), now);
-    let in_progress = status::in_progress(&desired);
-    let app_ref = ObjectRef::from_obj(&*app);
     let held = ctx.per_app.settling.hold(
-        &app_ref,
+        &ObjectRef::from_obj(&*app),
         !applied.changes.is_empty(),
-        in_progress,
+        status::in_progress(&desired),
         Instant::now(),
     );
     let write = async {
         match held {
             Some(left) => {
                 debug!(?left, "rollout under way; status held back");
-                Ok::<(), Error>(())
-            }
-            None => {
-                let wrote = write_status(&ctx, &app, &desired).await?;
-                if wrote && in_progress {
-                    ctx.per_app
-                        .settling
-                        .wrote_in_progress(&app_ref, Instant::now());
-                }
                 Ok(())
             }
+            None => write_status(&ctx, &app, &desired).await,
         }
     };
     // NB: the Events and the status are independent writes; send them at once.
@@ -290,11 +280,10 @@ async fn report_failure(
     tokio::join!(publish(ctx, app, outcome, facts), write);
 }
 
-/// Writes the status `desired`, unless it is what the AppService already reports; returns
-/// whether it wrote.
-async fn write_status(ctx: &Context, app: &AppService, desired: &AppServiceStatus) -> Result<bool> {
+/// Writes the status `desired`, unless it is what the AppService already reports.
+async fn write_status(ctx: &Context, app: &AppService, desired: &AppServiceStatus) -> Result<()> {
     if !status::changed(app, desired) {
-        return Ok(false);
+        return Ok(());
     }
     let name = app.name_any();
     let api: Api<AppService> =
@@ -319,7 +308,7 @@ async fn write_status(ctx: &Context, app: &AppService, desired: &AppServiceStatu
         .map_err(|source| Error::Status { name, source })?;
     ctx.per_app.written.wrote(app, desired.clone());
     debug!(status = %status::summary(app, desired), "status written");
-    Ok(true)
+    Ok(())
 }
 
 /// Publishes the Events of a reconcile ([`events::derive`]) on the AppService. Failing to

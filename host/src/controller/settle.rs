@@ -5,10 +5,7 @@
 //! seconds, and each step (the Deployment controller seeing the spec, pods created, pods ready)
 //! would otherwise be a status write of its own. For up to the settle window the controller
 //! writes no "rollout in progress" status; a ready Deployment, a failure or a stuck rollout is
-//! written at once, and when the window ends the status is written whatever it is. After that
-//! "in progress" write, the next one (the pods counted, not ready yet) again waits for up to a
-//! window ([`Settling::wrote_in_progress`]): a rollout slower than the window costs one status
-//! write per window at most until it ends, instead of one per step.
+//! written at once, and when the window ends the status is written whatever it is.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
@@ -59,14 +56,6 @@ impl Settling {
             return None;
         }
         left
-    }
-
-    /// Records that an "in progress" status of `app` was written at `now`: the next one is held
-    /// for up to a window from then, as after a change.
-    pub(super) fn wrote_in_progress(&self, app: &ObjectRef<AppService>, now: Instant) {
-        if !self.window.is_zero() {
-            self.lock().insert(app.clone(), now);
-        }
     }
 
     /// Forgets `app` (deleted).
@@ -123,43 +112,6 @@ mod tests {
             None,
             "not held again without a new change"
         );
-    }
-
-    #[test]
-    fn after_an_in_progress_write_the_next_one_waits_a_window() {
-        let s = Settling::new(WINDOW);
-        let t0 = Instant::now();
-        assert!(s.hold(&app(), true, true, t0).is_some());
-        let t5 = t0 + WINDOW;
-        assert_eq!(
-            s.hold(&app(), false, true, t5),
-            None,
-            "window over: written"
-        );
-        s.wrote_in_progress(&app(), t5);
-        let t6 = t5 + Duration::from_secs(1);
-        assert_eq!(
-            s.hold(&app(), false, true, t6),
-            Some(Duration::from_secs(4)),
-            "the pods counted, not ready: held"
-        );
-        assert_eq!(s.hold(&app(), false, true, t5 + WINDOW), None, "written");
-        s.wrote_in_progress(&app(), t5 + WINDOW);
-        assert_eq!(
-            s.hold(&app(), false, false, t5 + WINDOW + Duration::from_secs(1)),
-            None,
-            "ready: at once"
-        );
-        assert_eq!(s.len(), 0);
-
-        let off = Settling::new(Duration::ZERO);
-        off.wrote_in_progress(&app(), t0);
-        assert_eq!(
-            off.hold(&app(), false, true, t0),
-            None,
-            "no window, no hold"
-        );
-        assert_eq!(off.len(), 0);
     }
 
     #[test]
