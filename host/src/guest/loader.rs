@@ -1,7 +1,6 @@
 //! From guest bytes to a pre-linked component: digest, load the artifact precompiled ahead of
-//! time or cached on disk, or compile (in a child process when configured,
-//! [`super::compiler`]), then
-//! link the `host` import and the locked-down WASI when the guest imports it.
+//! time or cached on disk, or compile (in a child process when configured, [`super::compiler`]),
+//! then link the `host` import and the locked-down WASI when the guest imports it.
 
 use std::fs;
 use std::hash::{DefaultHasher, Hash, Hasher};
