@@ -1,5 +1,6 @@
 //! The wasmtime engine: every non-default setting in one place, and the epoch ticker.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::{self, Thread};
@@ -76,6 +77,15 @@ fn settings(config: &Config, instances: usize) -> wasmtime::Config {
         // Fuel changes the compiled code, so it is only on when a budget is configured.
         .consume_fuel(config.fuel.is_some());
     wasm
+}
+
+/// The engine's [`wasmtime::Engine::precompile_compatibility_hash`] as a number: equal for two
+/// engines exactly when an artifact of one loads into the other. NB: `DefaultHasher` is stable
+/// within a build; another build may give another number, which only costs a compile.
+pub(super) fn compatibility(engine: &Engine) -> u64 {
+    let mut h = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    h.finish()
 }
 
 /// Leaves out the host's CPU features in [`ABOVE_PORTABLE_ISA`] (Cranelift infers the host's,
@@ -230,13 +240,6 @@ mod tests {
         "has_bmi2",
         "has_lzcnt",
     ];
-
-    fn compatibility(engine: &Engine) -> u64 {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut h = DefaultHasher::new();
-        engine.precompile_compatibility_hash().hash(&mut h);
-        h.finish()
-    }
 
     /// On a host of x86-64-v3 or above (this one has AVX-512), the engine is the one built for
     /// exactly x86-64-v3, whatever else the host has: what one such machine precompiles, any

@@ -3,7 +3,6 @@
 //! then link the `host` import and the locked-down WASI when the guest imports it.
 
 use std::fs;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -14,7 +13,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use super::bindings::{AppservicePolicy, AppservicePolicyPre, v0_2};
 use super::compiler::{self, ChildError};
 use super::state::State;
-use super::{BoxError, Config, Error, wasi};
+use super::{BoxError, Config, Error, engine, wasi};
 
 /// `sha256:<hex>` of the bytes: a guest's identity in status, annotations and metrics.
 pub fn digest(wasm: &[u8]) -> String {
@@ -205,12 +204,13 @@ pub(super) fn link(engine: &Engine, component: &Component, digest: &str) -> Resu
 
 /// `<cache_dir>/<hex>-<engine hash>.cwasm`: one artifact per guest and engine configuration.
 fn artifact_path(engine: &Engine, dir: &Path, digest: &str) -> PathBuf {
-    // NB: DefaultHasher is stable within a build; another build may miss the cache, which only
-    // costs a compile, and `deserialize` itself rejects an incompatible artifact.
-    let mut h = DefaultHasher::new();
-    engine.precompile_compatibility_hash().hash(&mut h);
+    // NB: `deserialize` itself rejects an incompatible artifact, should two engines' numbers
+    // collide.
     let hex = digest.trim_start_matches("sha256:");
-    dir.join(format!("{hex}-{:016x}.cwasm", h.finish()))
+    dir.join(format!(
+        "{hex}-{:016x}.cwasm",
+        engine::compatibility(engine)
+    ))
 }
 
 #[allow(unsafe_code)]
