@@ -218,9 +218,11 @@ fn deserialize(engine: &Engine, bytes: &[u8]) -> Result<Component, BoxError> {
     // NB: the cache file is read into memory rather than mapped (`deserialize_file`): one
     // truncated while mapped (by hand, or another tool) would SIGBUS the operator. It costs
     // ~0.1 ms per load.
-    // SAFETY: the bytes are an artifact this host serialized itself: from the cache directory
-    // (see `Config::cache_dir`: it must be writable only by the operator), or from the child
-    // process running the operator's own binary (`Config::compiler`); and wasmtime checks that
+    // SAFETY: the bytes are an artifact this host's binary serialized: from the precompiled
+    // directory (`Config::precompiled_dir`, written by `guest precompile` when the image is
+    // built, writable by no one else), from the cache directory (see `Config::cache_dir`: it
+    // must be writable only by the operator), or from the child process running the operator's
+    // own binary (`Config::compiler`); and wasmtime checks that
     // the artifact's version and engine settings match before using it.
     Ok(unsafe { Component::deserialize(engine, bytes) }?)
 }
