@@ -20,13 +20,51 @@ pub fn kubeconfig_path() -> PathBuf {
             return first;
         }
     }
-    let dir = std::env::var_os("APP_OPERATOR_CLUSTER_DIR")
+    cluster_dir().join("kubeconfig")
+}
+
+/// Where `hack/controlplane/up.sh` keeps the cluster: `$APP_OPERATOR_CLUSTER_DIR`, by default
+/// `~/.cache/app-operator/cluster`.
+fn cluster_dir() -> PathBuf {
+    std::env::var_os("APP_OPERATOR_CLUSTER_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             let home = std::env::var_os("HOME").unwrap_or_default();
             PathBuf::from(home).join(".cache/app-operator/cluster")
-        });
-    dir.join("kubeconfig")
+        })
+}
+
+/// The control plane's processes as `hack/controlplane/up.sh` recorded them (`pids/<name>.pid`):
+/// each component's name and pid, sorted by name. A component whose pid file is missing or
+/// unreadable is left out; the caller reads the process through `/proc` and fails there if it
+/// is gone.
+pub fn component_pids() -> anyhow::Result<Vec<(String, u32)>> {
+    let dir = cluster_dir().join("pids");
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir(&dir).with_context(|| {
+        format!(
+            "no recorded control plane in {}; {START_HINT}",
+            dir.display()
+        )
+    })? {
+        let path = entry?.path();
+        let Some(name) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".pid"))
+        else {
+            continue;
+        };
+        let Some(pid) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        else {
+            continue;
+        };
+        pids.push((name.to_owned(), pid));
+    }
+    pids.sort();
+    Ok(pids)
 }
 
 /// A client for the local control plane, checked to answer.

@@ -11,6 +11,7 @@
 
 mod baseline;
 mod contender;
+mod control_plane;
 mod prom;
 mod rounds;
 mod swap;

@@ -14,6 +14,7 @@ use app_operator_e2e::TestNamespace;
 use kube::Client;
 
 use crate::contender::Contender;
+use crate::control_plane;
 use crate::prom::{self, METHODS};
 use crate::{Args, Stores, create_apps, delete_namespace, http_get, load_average};
 use app_operator_e2e::process::OperatorProcess;
@@ -59,6 +60,11 @@ struct Figures {
     /// Writes by method and resource (`"PATCH deployments"`); empty for the Go seed, whose
     /// counter has no resource label.
     writes: BTreeMap<String, u64>,
+    /// CPU seconds the control plane's processes used from the creation of the AppServices
+    /// until every child existed.
+    control_plane_children: f64,
+    /// The same, by component, until the run's end (children and, for app-operator, statuses).
+    control_plane: control_plane::Sample,
 }
 
 /// Runs `args.rounds` rounds with the Go seed binary `go_seed` (and the kube-rs floor when
@@ -155,10 +161,12 @@ async fn measure(
     let ready_cpu_secs = operator.cpu_seconds()?;
     let stores = Stores::watch(client, ns).await?;
     let count = apps.len();
+    let control_plane_start = control_plane::Sample::take()?;
     let started = Instant::now();
     create_apps(client, ns, apps.to_vec(), args.concurrency).await?;
     let deadline = started + Duration::from_secs(args.timeout_secs);
     let (mut children, mut statuses) = (None, None);
+    let mut control_plane_children = None;
     loop {
         operator.check_alive()?;
         let with_children = stores.with_children();
@@ -174,6 +182,8 @@ async fn measure(
             .count();
         if children.is_none() && with_children == count {
             children = Some(started.elapsed());
+            control_plane_children =
+                Some(control_plane::Sample::take()?.since(&control_plane_start));
         }
         if statuses.is_none() && observed == count {
             statuses = Some(started.elapsed());
@@ -190,6 +200,7 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let cpu_secs = operator.cpu_seconds()?;
+    let control_plane = control_plane::Sample::take()?.since(&control_plane_start);
     let peak_rss_kib = operator.peak_rss_kib()?;
     let metrics = http_get(&contender.metrics_addr, "/metrics").await?;
     Ok(Figures {
@@ -200,6 +211,8 @@ async fn measure(
         peak_rss_kib,
         requests: prom::by_method(&metrics, contender.requests_metric),
         writes: prom::writes_by_resource(&metrics, contender.requests_metric),
+        control_plane_children: control_plane_children.expect("loop ends when set").total(),
+        control_plane,
     })
 }
 
@@ -274,6 +287,22 @@ fn print_table(runs: [&[Figures]; 3], count: usize, ratio: bool) {
         let reads = get.map_or(0, |i| f.requests[i]);
         Some((f.requests.iter().sum::<u64>() - reads) as f64 / count.max(1) as f64)
     });
+    row("control-plane CPU: children", Unit::CpuSecs, &|f| {
+        Some(f.control_plane_children)
+    });
+    row("control-plane CPU: to end", Unit::CpuSecs, &|f| {
+        Some(f.control_plane.total())
+    });
+    let components: BTreeSet<&str> = runs
+        .iter()
+        .flat_map(|r| r.iter())
+        .flat_map(|f| f.control_plane.names())
+        .collect();
+    for component in components {
+        row(&format!("  {component}"), Unit::CpuSecs, &|f| {
+            f.control_plane.of(component)
+        });
+    }
     let kinds: BTreeSet<&String> = runs
         .iter()
         .flat_map(|r| r.iter())
