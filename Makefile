@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help setup run test chaos bench bench-scale bench-oci dist guests cluster-build cluster-up cluster-down crd fmt lint \
+.PHONY: help setup run test chaos bench bench-scale bench-apicost bench-oci dist guests cluster-build cluster-up cluster-down crd fmt lint \
 	install uninstall deploy undeploy docker-build docker-push image image-push image-test \
 	image-tools
 
@@ -29,6 +29,9 @@ guests: ## Build the Python and JavaScript example guests into target/guests (ca
 
 bench-scale: ## Scale benchmark on the local control plane, side by side with the Go seed operator.
 	hack/bench-scale.sh
+
+bench-apicost: ## What each kind of write costs the API server's CPU (local control plane).
+	hack/bench-apicost.sh
 
 dist: ## Build the shipped operator binary: LTO, optimized with a profile of its own run (hack/pgo.sh).
 	hack/pgo.sh

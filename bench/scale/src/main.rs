@@ -190,6 +190,9 @@ async fn main() -> anyhow::Result<()> {
         _ => None,
     };
     let (_, shutdown) = operator.terminate_timed().await?;
+    // NB: waited for, so that the next run (or benchmark) does not share the cluster with the
+    // garbage collection of this one's objects.
+    let deleted = delete_namespace(&client, ns).await?;
     let run = result?;
     let swap = swap.transpose()?;
 
@@ -234,10 +237,28 @@ async fn main() -> anyhow::Result<()> {
         "  peak RSS               {:>8.1} MiB",
         run.peak_rss_kib as f64 / 1024.0
     );
+    println!("  operator CPU           {:>8.2} s", run.cpu_secs);
+    let components = run
+        .control_plane
+        .names()
+        .map(|name| {
+            let secs = run.control_plane.of(name).unwrap_or_default();
+            format!("{name} {secs:.2}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!(
+        "  control-plane CPU      {:>8.2} s  ({components})",
+        run.control_plane.total()
+    );
     for swap in swap.into_iter().flatten() {
         swap.print(args.count);
     }
     println!("  SIGTERM to exit        {:>8.2} s", shutdown.as_secs_f64());
+    println!(
+        "  namespace gone         {:>8.1} s after its deletion",
+        deleted.as_secs_f64()
+    );
     println!("  load average at the end {}", load_average());
     if let Some(b) = baseline {
         let base = b.writes as f64 / b.elapsed.as_secs_f64();
@@ -270,6 +291,11 @@ struct Run {
     /// Writes by method and resource (`"PATCH deployments"`).
     writes: BTreeMap<String, u64>,
     peak_rss_kib: u64,
+    /// The operator's CPU seconds from its start until every AppService was Ready.
+    cpu_secs: f64,
+    /// The control plane's CPU seconds from the creation of the AppServices until every one was
+    /// Ready, by component.
+    control_plane: control_plane::Sample,
 }
 
 async fn measure(
@@ -282,6 +308,7 @@ async fn measure(
     operator.wait_ready(Duration::from_secs(60)).await?;
     let stores = Stores::watch(client, ns).await?;
     let count = apps.len();
+    let control_plane_start = control_plane::Sample::take()?;
     let started = Instant::now();
     create_apps(client, ns, apps, args.concurrency).await?;
     println!(
@@ -306,6 +333,8 @@ async fn measure(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let cpu_secs = operator.cpu_seconds()?;
+    let control_plane = control_plane::Sample::take()?.since(&control_plane_start);
     let metrics = http_get(&args.metrics_addr, "/metrics").await?;
     let histogram = "app_operator_reconcile_duration_seconds";
     Ok(Run {
@@ -318,6 +347,8 @@ async fn measure(
         requests_by_method: prom::by_method(&metrics, "app_operator_kube_requests_total"),
         writes: prom::writes_by_resource(&metrics, "app_operator_kube_requests_total"),
         peak_rss_kib: operator.peak_rss_kib()?,
+        cpu_secs,
+        control_plane,
     })
 }
 
