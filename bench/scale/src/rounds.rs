@@ -293,27 +293,25 @@ fn print_table(runs: [&[Figures]; 3], count: usize, ratio: bool) {
     row("control-plane CPU: to end", Unit::CpuSecs, &|f| {
         Some(f.control_plane.total())
     });
-    let components: BTreeSet<&str> = runs
-        .iter()
-        .flat_map(|r| r.iter())
-        .flat_map(|f| f.control_plane.names())
-        .collect();
-    for component in components {
+    for component in every(&runs, |f| f.control_plane.names()) {
         row(&format!("  {component}"), Unit::CpuSecs, &|f| {
             f.control_plane.of(component)
         });
     }
-    let kinds: BTreeSet<&String> = runs
-        .iter()
-        .flat_map(|r| r.iter())
-        .flat_map(|f| f.writes.keys())
-        .collect();
-    for kind in kinds {
+    for kind in every(&runs, |f| f.writes.keys()) {
         row(&format!("  {kind}"), Unit::Ratio, &|f| {
             let n = f.writes.get(kind).copied().unwrap_or(0);
             (!f.writes.is_empty()).then(|| n as f64 / count.max(1) as f64)
         });
     }
+}
+
+/// The keys `of` gives for any figures of any contender, once each, in order.
+fn every<'a, K: Ord, I: Iterator<Item = K>>(
+    runs: &[&'a [Figures]; 3],
+    of: impl Fn(&'a Figures) -> I,
+) -> BTreeSet<K> {
+    runs.iter().flat_map(|r| r.iter()).flat_map(of).collect()
 }
 
 /// How a figure is shown.
