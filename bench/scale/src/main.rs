@@ -192,9 +192,10 @@ async fn main() -> anyhow::Result<()> {
     let (_, shutdown) = operator.terminate_timed().await?;
     // NB: waited for, so that the next run (or benchmark) does not share the cluster with the
     // garbage collection of this one's objects.
-    let deleted = delete_namespace(&client, ns).await?;
+    let deleted = delete_namespace(&client, ns).await;
     let run = result?;
     let swap = swap.transpose()?;
+    let deleted = deleted?;
 
     let applies_per_s = 2.0 * args.count as f64 / run.applied.as_secs_f64();
     println!("operator:");
