@@ -25,13 +25,11 @@ import ssl
 import sys
 import threading
 import time
+import urllib.parse
 
 CLUSTER = os.environ.get(
     "APP_OPERATOR_CLUSTER_DIR", os.path.expanduser("~/.cache/app-operator/cluster")
 )
-PORT = 16443 if "APP_OPERATOR_CLUSTER_PORT_BASE" not in os.environ else int(
-    os.environ["APP_OPERATOR_CLUSTER_PORT_BASE"]
-) + 3
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 500
 SETTLE = float(os.environ.get("SETTLE", "3"))
 ROUNDS = int(os.environ.get("ROUNDS", "2"))
@@ -41,8 +39,24 @@ TICK = os.sysconf("SC_CLK_TCK")
 NS = f"apicost-{os.getpid()}"
 APPS = "/apis/apps.kudevops.io/v1alpha1"
 BARE = "/apis/bench.apicost.test/v1"
-TLS = ssl.create_default_context(cafile=f"{CLUSTER}/pki/ca.crt")
-TLS.load_cert_chain(f"{CLUSTER}/pki/admin.crt", f"{CLUSTER}/pki/admin.key")
+
+
+def kubeconfig(path):
+    """The fields of the kubeconfig `hack/controlplane/up.sh` writes (one cluster, one user, the
+    credentials as file paths) that this script needs, by key."""
+    keys = ("server", "certificate-authority", "client-certificate", "client-key")
+    fields = {}
+    for line in open(path):
+        key, _, value = line.strip().partition(": ")
+        if key in keys:
+            fields[key] = value.strip()
+    return fields
+
+
+CONFIG = kubeconfig(f"{CLUSTER}/kubeconfig")
+SERVER = urllib.parse.urlsplit(CONFIG["server"])
+TLS = ssl.create_default_context(cafile=CONFIG["certificate-authority"])
+TLS.load_cert_chain(CONFIG["client-certificate"], CONFIG["client-key"])
 LOCAL = threading.local()
 
 
@@ -53,10 +67,15 @@ def cpu(component):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+def connect():
+    """A new connection to the API server."""
+    return http.client.HTTPSConnection(SERVER.hostname, SERVER.port, context=TLS)
+
+
 def request(method, path, body=None, content_type="application/json", ok=(200, 201, 202)):
     """One request on this thread's connection; fails on an unexpected status."""
     if not hasattr(LOCAL, "conn"):
-        LOCAL.conn = http.client.HTTPSConnection("127.0.0.1", PORT, context=TLS)
+        LOCAL.conn = connect()
     LOCAL.conn.request(
         method,
         path,
@@ -215,7 +234,7 @@ def main():
                 for kind in ("deployments", "services", "configmaps"):
                     creates(kind, k)
     finally:
-        LOCAL.conn = http.client.HTTPSConnection("127.0.0.1", PORT, context=TLS)
+        LOCAL.conn = connect()
         request("DELETE", f"/api/v1/namespaces/{NS}")
         request("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"
                 "widgets.bench.apicost.test")

@@ -366,15 +366,19 @@ pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
 /// CPU time process `pid` has used so far, user plus system, all threads, in seconds, with
 /// that of the child processes it has waited for (app-operator's guest compiles).
 pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let ticks = cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat"))?)?;
+    let ticks = ticks_of(pid)?;
     Ok((ticks.own + ticks.children) as f64 / clock_ticks()?)
 }
 
 /// Of [`cpu_seconds`], the part of the child processes `pid` has waited for: 0 when it ran none
 /// (app-operator runs one per guest it compiles, unless told to compile in its own process).
 pub fn children_cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let ticks = cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat"))?)?;
-    Ok(ticks.children as f64 / clock_ticks()?)
+    Ok(ticks_of(pid)?.children as f64 / clock_ticks()?)
+}
+
+/// Process `pid`'s CPU ticks, read from `/proc/<pid>/stat`.
+fn ticks_of(pid: u32) -> anyhow::Result<CpuTicks> {
+    cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat"))?)
 }
 
 /// A process's CPU time in clock ticks, user plus system.

@@ -49,6 +49,11 @@ impl Sample {
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
+
+    /// Each component's name and CPU seconds, by name.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, f64)> {
+        self.0.iter().map(|(name, secs)| (name.as_str(), *secs))
+    }
 }
 
 #[cfg(test)]
@@ -64,5 +69,9 @@ mod tests {
         assert_eq!(used.of("kwok"), Some(2.0));
         assert_eq!(used.total(), 2.5);
         assert_eq!(used.names().collect::<Vec<_>>(), ["etcd", "kwok"]);
+        assert_eq!(
+            used.iter().collect::<Vec<_>>(),
+            [("etcd", 0.5), ("kwok", 2.0)]
+        );
     }
 }

@@ -241,11 +241,8 @@ async fn main() -> anyhow::Result<()> {
     println!("  operator CPU           {:>8.2} s", run.cpu_secs);
     let components = run
         .control_plane
-        .names()
-        .map(|name| {
-            let secs = run.control_plane.of(name).unwrap_or_default();
-            format!("{name} {secs:.2}")
-        })
+        .iter()
+        .map(|(name, secs)| format!("{name} {secs:.2}"))
         .collect::<Vec<_>>()
         .join(", ");
     println!(
