@@ -325,8 +325,16 @@ impl OperatorProcess {
 
     /// Lines of the log that contain `text`.
     pub fn log_count(&self, text: &str) -> usize {
+        self.log_lines(text).len()
+    }
+
+    /// The lines of the log that contain `text`, in order.
+    pub fn log_lines(&self, text: &str) -> Vec<String> {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        log.lines().filter(|l| l.contains(text)).count()
+        log.lines()
+            .filter(|l| l.contains(text))
+            .map(str::to_owned)
+            .collect()
     }
 
     /// Sends SIGTERM and waits up to 30 s for the process to exit; returns whether it exited 0.

@@ -1,11 +1,14 @@
-//! The guest memory budget, proved on the operator binary: AppServices rendered by the hostile
-//! guest's allocation bomb at full concurrency fail cleanly with the memory limit error, the
-//! process stays up, and its peak RSS stays under the memory limit it was given; a budget that
-//! does not fit that limit is refused at start-up.
+//! The operator binary's memory: AppServices rendered by the hostile guest's allocation bomb at
+//! full concurrency fail cleanly with the memory limit error, the process stays up, and its peak
+//! RSS stays under the memory limit it was given; a budget that does not fit that limit is
+//! refused at start-up; once ready, the operator unmaps the pages of its binary that start-up
+//! ran and goes on with its code faulted back in.
 
 use anyhow::Context;
 use app_operator::crd::AppService;
-use app_operator_e2e::appservice::{CONVERGE, condition, create, sample_named};
+use std::time::Duration;
+
+use app_operator_e2e::appservice::{CONVERGE, condition, create, sample_named, wait_ready};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::operator::install_crd;
 use app_operator_e2e::process::{OperatorProcess, binary, status_kib};
@@ -165,5 +168,74 @@ fn a_budget_over_the_memory_limit_is_refused_at_start_up() -> anyhow::Result<()>
         ),
         "{stderr}"
     );
+    Ok(())
+}
+
+#[tokio::test]
+async fn start_up_pages_are_unmapped_once_ready_and_the_operator_goes_on() -> anyhow::Result<()> {
+    const UNMAPPED: &str = "unmapped the binary's start-up pages";
+    let client = client().await?;
+    install_crd(&client).await?;
+    let ns = TestNamespace::create(&client, "pages").await?;
+    let work = std::env::temp_dir().join(format!("app-operator-pages-{}", ns.name()));
+    std::fs::create_dir_all(&work)?;
+    let args = [
+        "--namespace",
+        ns.name(),
+        "--guest-configmap",
+        "",
+        "--log-format",
+        "json",
+    ];
+    let mut operator = OperatorProcess::start("pages", &kubeconfig_path(), &args, &work)?;
+    operator.wait_readyz("ready").await?;
+    wait::until(
+        "the start-up pages to be unmapped",
+        Duration::from_secs(30),
+        || {
+            let lines = operator.log_lines(UNMAPPED);
+            async move { Ok((!lines.is_empty()).then_some(lines)) }
+        },
+    )
+    .await
+    .with_context(|| format!("operator log tail:\n{}", operator.log_tail(20)))?;
+    let lines = operator.log_lines(UNMAPPED);
+    anyhow::ensure!(lines.len() == 1, "unmapped more than once: {lines:?}");
+    let event: serde_json::Value = serde_json::from_str(&lines[0])?;
+    let field = |name: &str| {
+        event[name]
+            .as_u64()
+            .with_context(|| format!("no {name} in {event}"))
+    };
+    let (before, after) = (
+        field("resident_file_kib_before")?,
+        field("resident_file_kib_after")?,
+    );
+    anyhow::ensure!(
+        field("segments")? >= 1 && after < before,
+        "nothing was unmapped: {event}"
+    );
+
+    // The code comes back as it runs: an AppService converges, and the process still holds
+    // fewer pages of files than before the unmapping.
+    let app = sample_named("after-unmapping");
+    let ready = format!("{0}/{0}", app.spec.replicas.unwrap_or(1));
+    create(&client, ns.name(), &app).await?;
+    let apps: Api<AppService> = Api::namespaced(client.clone(), ns.name());
+    wait_ready(&apps, "after-unmapping", &ready).await?;
+    let now = operator.status_kib("RssFile")?;
+    println!(
+        "resident pages of files: {before} KiB before unmapping, {after} KiB right after, \
+         {now} KiB after an AppService converged"
+    );
+    anyhow::ensure!(
+        now < before,
+        "RssFile {now} KiB, {before} KiB before unmapping"
+    );
+    assert!(
+        operator.terminate().await?,
+        "the operator did not exit cleanly"
+    );
+    let _ = std::fs::remove_dir_all(&work);
     Ok(())
 }

@@ -2,6 +2,7 @@
 
 pub mod backoff;
 pub mod cli;
+pub mod code_pages;
 pub mod consts;
 pub mod controller;
 pub mod crd;

@@ -11,6 +11,7 @@ use kube::Client;
 use tracing::{info, warn};
 
 use super::Connection;
+use crate::code_pages;
 use crate::controller;
 use crate::guest;
 use crate::leader;
@@ -18,7 +19,7 @@ use crate::memory;
 use crate::metrics::{self, Metrics};
 use crate::operator::Operator;
 use crate::reachability::{self, Reachability};
-use crate::readiness::Readiness;
+use crate::readiness::{Readiness, Verdict};
 use crate::server;
 use crate::swap;
 use crate::swap::trust::TrustedKeys;
@@ -391,6 +392,7 @@ pub async fn exec(args: Args) -> Result<()> {
 
     let leader_gauge = leader::register(&mut registry);
     let readiness = Arc::new(Readiness::new(api));
+    tokio::spawn(release_start_up_pages(readiness.clone()));
     let shutdown = shutdown_signal().boxed().shared();
 
     let (metrics_listener, metrics_addr) = server::bind(args.metrics_addr).await?;
@@ -453,6 +455,35 @@ pub async fn exec(args: Args) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Unmaps the pages of the binary that start-up ran ([`code_pages`]) when this replica first
+/// stands by for the Lease and when it is first ready, then ends; looks at `readiness` once a
+/// second until then.
+async fn release_start_up_pages(readiness: Arc<Readiness>) {
+    let mut released = false;
+    loop {
+        let verdict = readiness.verdict();
+        let ready = verdict == Verdict::Ready;
+        if ready || (verdict == Verdict::Standby && !released) {
+            released = true;
+            match code_pages::release() {
+                Ok(pages) => info!(
+                    segments = pages.segments,
+                    mib = pages.bytes >> 20,
+                    resident_file_kib_before = pages.resident_file_kib_before,
+                    resident_file_kib_after = pages.resident_file_kib_after,
+                    state = if ready { "ready" } else { "standby" },
+                    "unmapped the binary's start-up pages"
+                ),
+                Err(error) => warn!(%error, "could not unmap the binary's start-up pages"),
+            }
+            if ready {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
 }
 
 /// Completes on SIGTERM or Ctrl-C.
