@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::view::DeploymentView;
+use super::view::{self, DeploymentView};
 use crate::crd::{AppService, AppServiceStatus};
 use crate::text::truncate_then_mark;
 
@@ -215,16 +215,7 @@ fn stuck(d: &DeploymentView) -> Option<(&'static str, String)> {
     let conditions = d.status.as_ref()?.conditions.as_ref()?;
     conditions
         .iter()
-        .find_map(|c| match (c.type_.as_deref()?, c.status.as_deref()?) {
-            ("Progressing", "False") => Some((
-                "ProgressDeadlineExceeded",
-                c.message.clone().unwrap_or_default(),
-            )),
-            ("ReplicaFailure", "True") => {
-                Some(("ReplicaFailure", c.message.clone().unwrap_or_default()))
-            }
-            _ => None,
-        })
+        .find_map(|c| Some((view::trouble(c)?, c.message.clone().unwrap_or_default())))
 }
 
 /// The Deployment's `matchLabels` as a label selector string, e.g. `app=nginx`.

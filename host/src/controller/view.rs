@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus};
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition, DeploymentStatus};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
@@ -36,7 +36,8 @@ pub struct DeploymentView {
     #[serde(default)]
     pub spec: DeploymentSpecView,
     /// The Deployment controller's report.
-    #[serde(default)]
+    /// The status, with only the conditions that tell of trouble ([`trouble`]).
+    #[serde(default, deserialize_with = "status_with_trouble_only")]
     pub status: Option<DeploymentStatus>,
 }
 
@@ -57,6 +58,35 @@ pub struct ServiceView {
     /// The Service's metadata, without managedFields.
     #[serde(default, deserialize_with = "metadata_without_managed_fields")]
     pub metadata: ObjectMeta,
+}
+
+/// The reason the controller reports when Deployment condition `c` says the rollout is in
+/// trouble (it cannot make progress, or cannot create pods); `None` for the routine ones
+/// (`Available`, a progressing rollout), which the view does not keep.
+pub fn trouble(c: &DeploymentCondition) -> Option<&'static str> {
+    match (c.type_.as_deref()?, c.status.as_deref()?) {
+        ("Progressing", "False") => Some("ProgressDeadlineExceeded"),
+        ("ReplicaFailure", "True") => Some("ReplicaFailure"),
+        _ => None,
+    }
+}
+
+/// A Deployment's status without the routine conditions: every healthy Deployment has two,
+/// each with four strings the controller never reads.
+fn status_with_trouble_only<'de, D>(deserializer: D) -> Result<Option<DeploymentStatus>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let mut status = Option::<DeploymentStatus>::deserialize(deserializer)?;
+    if let Some(status) = &mut status {
+        if let Some(conditions) = &mut status.conditions {
+            conditions.retain(|c| trouble(c).is_some());
+        }
+        if status.conditions.as_ref().is_some_and(Vec::is_empty) {
+            status.conditions = None;
+        }
+    }
+    Ok(status)
 }
 
 /// Parses an object's `metadata` as [`ObjectMeta`] without its managedFields, which serde
@@ -221,6 +251,49 @@ mod tests {
         assert_eq!(view.status.and_then(|s| s.ready_replicas), Some(2));
         assert_eq!(DeploymentView::plural(&()), "deployments");
         assert_eq!(DeploymentView::api_version(&()), "apps/v1");
+    }
+
+    #[test]
+    fn a_deployment_view_keeps_only_the_conditions_that_tell_of_trouble() {
+        let condition = |type_: &str, status: &str| {
+            json!({"type": type_, "status": status, "reason": "R", "message": format!("{type_} {status}"),
+                   "lastUpdateTime": "2026-12-06T00:00:00Z",
+                   "lastTransitionTime": "2026-12-06T00:00:00Z"})
+        };
+        let with = |conditions: Vec<serde_json::Value>| {
+            let view: DeploymentView = serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "status": {"observedGeneration": 1, "readyReplicas": 1, "conditions": conditions}
+            }))
+            .expect("a Deployment parses");
+            view.status.expect("has a status")
+        };
+
+        let healthy = with(vec![
+            condition("Available", "True"),
+            condition("Progressing", "True"),
+        ]);
+        assert_eq!(healthy.conditions, None);
+        assert_eq!(healthy.ready_replicas, Some(1));
+
+        let troubled = with(vec![
+            condition("Available", "False"),
+            condition("Progressing", "False"),
+            condition("ReplicaFailure", "True"),
+        ]);
+        let kept: Vec<_> = troubled
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| (trouble(c), c.message.as_deref()))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                (Some("ProgressDeadlineExceeded"), Some("Progressing False")),
+                (Some("ReplicaFailure"), Some("ReplicaFailure True")),
+            ]
+        );
     }
 
     #[test]
