@@ -14,9 +14,11 @@ use std::path::{Path, PathBuf};
 /// The host's top-level modules, bottom layer first. A module may import only modules of the
 /// layers before its own; a new module must be placed here.
 const LAYERS: &[&[&str]] = &[
-    // Foundations: constants, text and timing helpers, the scope of the API calls.
+    // Foundations: constants, text and timing helpers, the scope of the API calls, the
+    // process's memory.
     &[
         "backoff",
+        "code_pages",
         "consts",
         "heap",
         "memory",
