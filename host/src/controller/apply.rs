@@ -30,8 +30,8 @@ use super::cache::Cache;
 use super::child::ChildKey;
 use super::echo::{OwnWrites, Written};
 use super::error::{Error, Result};
-use super::uptodate::{BodyHash, Fingerprint, Last, LastApplied};
-use super::view::{DeploymentView, ServiceView};
+use super::uptodate::{BodyHash, Last, LastApplied};
+use super::view::{DeploymentView, Fingerprinted, ServiceView};
 use crate::consts::{ANNOTATION_ADOPT, FIELD_MANAGER};
 use crate::crd::AppService;
 use crate::guest::DesiredObject;
@@ -375,7 +375,7 @@ async fn apply_one<K>(
 ) -> Result<(Arc<K>, Change)>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
-    K: Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Fingerprinted + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
     let (kind, ns, name) = &key;
     let cached = store.get(&ObjectRef::new(name).within(ns));
@@ -385,7 +385,7 @@ where
         // NB: a child changed since the apply of that body is applied again: the cache holds
         // no spec to compare ([`super::view`]), and an apply that changes nothing is a write,
         // not a change.
-        if last.verified(Fingerprint::of(*kind, live.meta())) {
+        if last.verified(live.fingerprint()) {
             return Ok((live, Change::None));
         }
     }
@@ -431,7 +431,7 @@ where
     };
     // NB: kept with the write until its echo comes; the views parse no managedFields.
     let after = Arc::new(after);
-    let answer = Fingerprint::of(*kind, after.meta());
+    let answer = after.fingerprint();
     children.last_applied.applied(key.clone(), body, answer);
     let change = match (&before, after.resource_version()) {
         (_, None) => Change::None,
@@ -494,12 +494,12 @@ fn holding<K>(
     body: BodyHash,
 ) -> Option<Arc<K>>
 where
-    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    K: Resource<DynamicType = ()> + Fingerprinted + Clone + Send + Sync + 'static,
 {
-    let (kind, ns, name) = key;
+    let (_, ns, name) = key;
     let cached = store.get(&ObjectRef::new(name).within(ns));
     let live = live(children, key, cached.as_ref())?;
-    let fingerprint = Fingerprint::of(*kind, live.meta());
+    let fingerprint = live.fingerprint();
     children
         .last_applied
         .holds(key, body, fingerprint)

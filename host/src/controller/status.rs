@@ -150,7 +150,7 @@ pub fn desired(app: &AppService, outcome: &Outcome<'_>, now: Timestamp) -> AppSe
 pub(super) fn hash_inputs(d: &DeploymentView, state: &mut impl Hasher) {
     Rollout::of(d).hash(state);
     stuck(d).hash(state);
-    selector(d).hash(state);
+    d.spec.selector.hash(state);
 }
 
 /// The rollout figures of a Deployment.
@@ -220,9 +220,7 @@ fn stuck(d: &DeploymentView) -> Option<(&'static str, String)> {
 
 /// The Deployment's `matchLabels` as a label selector string, e.g. `app=nginx`.
 fn selector(d: &DeploymentView) -> Option<String> {
-    let labels = d.spec.selector.match_labels.as_ref()?;
-    let parts: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    Some(parts.join(","))
+    d.spec.selector.clone()
 }
 
 fn condition(

@@ -1,13 +1,13 @@
 //! Which child watch events trigger a reconcile of their owner.
 //!
-//! A reconcile reads of a child its [`Fingerprint`] (does it still hold what was applied) and,
-//! of a Deployment, the rollout figures the AppService's status is made of
-//! ([`super::status::hash_inputs`]). The Deployment controller updates a Deployment's status
-//! more often than those change (condition reasons and timestamps, `unavailableReplicas`): at
-//! 1000 new AppServices, a third of the Deployment events the operator did not cause changed
-//! nothing it reads. Such an event, and the echo of the operator's own apply
-//! ([`super::echo`]), updates the cache but triggers no reconcile. A deletion, an object seen
-//! for the first time and every object of a re-list always do.
+//! A reconcile reads of a child its [`Fingerprint`](super::uptodate::Fingerprint) (does it still
+//! hold what was applied) and, of a Deployment, the rollout figures the AppService's status is made
+//! of ([`super::status::hash_inputs`]). The Deployment controller updates a Deployment's status
+//! more often than those change (condition reasons and timestamps, `unavailableReplicas`): at 1000
+//! new AppServices, a third of the Deployment events the operator did not cause changed nothing it
+//! reads. Such an event, and the echo of the operator's own apply ([`super::echo`]), updates the
+//! cache but triggers no reconcile. A deletion, an object seen for the first time and every object
+//! of a re-list always do.
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
@@ -20,7 +20,6 @@ use kube::runtime::watcher;
 use super::child::ChildKind;
 use super::echo::OwnWrites;
 use super::status;
-use super::uptodate::Fingerprint;
 use super::view::{DeploymentView, ServiceView};
 use crate::metrics::Metrics;
 
@@ -31,22 +30,22 @@ pub(super) trait Relevant: kube::Resource {
     const COMPARED: bool = true;
 
     /// Feeds `state` everything of this child a reconcile of its owner reads.
-    fn hash_relevant(&self, kind: ChildKind, state: &mut impl Hasher);
+    fn hash_relevant(&self, state: &mut impl Hasher);
 }
 
 impl Relevant for DeploymentView {
-    fn hash_relevant(&self, kind: ChildKind, state: &mut impl Hasher) {
-        Fingerprint::of(kind, &self.metadata).hash(state);
+    fn hash_relevant(&self, state: &mut impl Hasher) {
+        self.fingerprint.hash(state);
         status::hash_inputs(self, state);
     }
 }
 
 impl Relevant for ServiceView {
-    // NB: a Service's fingerprint is its resourceVersion's ([`Fingerprint::of`]).
+    // NB: a Service's fingerprint covers its resourceVersion (`Fingerprint::of`).
     const COMPARED: bool = false;
 
-    fn hash_relevant(&self, kind: ChildKind, state: &mut impl Hasher) {
-        Fingerprint::of(kind, &self.metadata).hash(state);
+    fn hash_relevant(&self, state: &mut impl Hasher) {
+        self.fingerprint.hash(state);
     }
 }
 
@@ -118,7 +117,7 @@ impl Triggers {
             return false;
         }
         let mut hasher = DefaultHasher::new();
-        obj.hash_relevant(self.kind, &mut hasher);
+        obj.hash_relevant(&mut hasher);
         let relevant = hasher.finish();
         self.seen().insert(slot(obj), relevant) == Some(relevant)
     }
@@ -143,7 +142,12 @@ mod tests {
     use super::*;
 
     fn deployment(version: &str, ready: i32, reason: &str) -> DeploymentView {
-        serde_json::from_value(json!({
+        serde_json::from_value(deployment_json(version, ready, reason))
+            .expect("a Deployment parses")
+    }
+
+    fn deployment_json(version: &str, ready: i32, reason: &str) -> serde_json::Value {
+        json!({
             "metadata": {"name": "web", "namespace": "ns", "uid": "u1", "generation": 1,
                          "resourceVersion": version, "labels": {"app": "web"}},
             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}}},
@@ -151,8 +155,7 @@ mod tests {
                        "readyReplicas": ready, "availableReplicas": ready,
                        "conditions": [{"type": "Progressing", "status": "True",
                                        "reason": reason}]}
-        }))
-        .expect("a Deployment parses")
+        })
     }
 
     fn triggers() -> (Triggers, Metrics) {
@@ -182,8 +185,9 @@ mod tests {
             triggered(&triggers, Apply(deployment("3", 1, "B"))),
             "ready"
         );
-        let mut labelled = deployment("4", 1, "B");
-        labelled.metadata.labels = Some([("team".to_owned(), "x".to_owned())].into());
+        let mut labelled = deployment_json("4", 1, "B");
+        labelled["metadata"]["labels"]["team"] = "x".into();
+        let labelled: DeploymentView = serde_json::from_value(labelled).expect("parses");
         assert!(triggered(&triggers, Apply(labelled)), "a label someone set");
         assert!(triggered(&triggers, Delete(deployment("5", 1, "B"))));
         assert!(

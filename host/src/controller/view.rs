@@ -3,7 +3,8 @@
 //!
 //! The controller reads a child's metadata (ownership, the fingerprint of
 //! [`super::uptodate::Fingerprint`], the echo's resourceVersion) and, of a Deployment, the
-//! replicas, selector and status that make the AppService's status. It never reads a pod
+//! replicas, selector and status that make the AppService's status. The fingerprint is taken
+//! when a child is parsed, and then its labels and annotations are dropped ([`slim`]). It never reads a pod
 //! template or a Service's spec: whether a child holds what the guest renders is known from
 //! this process's own applies ([`super::uptodate`]), and anything else is applied again. So
 //! the caches hold these views, not the full objects: measured with heaptrack at 1000
@@ -24,40 +25,120 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use serde::{Deserialize, Deserializer};
 
+use super::child::ChildKind;
+use super::uptodate::Fingerprint;
+use crate::consts::ANNOTATION_ADOPT;
 use crate::crd::{AppService, AppServiceSpec, AppServiceStatus};
 
 /// A Deployment as the controller reads it: metadata, replicas, selector and status.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct DeploymentView {
-    /// The Deployment's metadata, without managedFields.
-    #[serde(default, deserialize_with = "metadata_without_managed_fields")]
+    /// The Deployment's metadata, slimmed ([`slim`]).
     pub metadata: ObjectMeta,
+    /// The fingerprint of its whole metadata, taken when parsed.
+    pub fingerprint: Fingerprint,
     /// `spec.replicas` and `spec.selector`.
-    #[serde(default)]
     pub spec: DeploymentSpecView,
-    /// The Deployment controller's report.
     /// The status, with only the conditions that tell of trouble ([`trouble`]).
-    #[serde(default, deserialize_with = "status_with_trouble_only")]
     pub status: Option<DeploymentStatus>,
 }
 
 /// The part of a Deployment's spec the controller reads.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default)]
 pub struct DeploymentSpecView {
     /// Desired pods; 1 when unset.
-    #[serde(default)]
     pub replicas: Option<i32>,
-    /// The pods the Deployment selects.
-    #[serde(default)]
-    pub selector: LabelSelector,
+    /// The pods the Deployment selects: its `matchLabels` as a label selector, e.g. `app=nginx`.
+    pub selector: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for DeploymentView {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(default, deserialize_with = "metadata_without_managed_fields")]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            spec: Spec,
+            #[serde(default, deserialize_with = "status_with_trouble_only")]
+            status: Option<DeploymentStatus>,
+        }
+        #[derive(Default, Deserialize)]
+        #[serde(default)]
+        struct Spec {
+            replicas: Option<i32>,
+            selector: LabelSelector,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        let selector = wire.spec.selector.match_labels.map(|labels| {
+            let terms: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            terms.join(",")
+        });
+        Ok(Self {
+            fingerprint: Fingerprint::of(ChildKind::Deployment, &wire.metadata),
+            metadata: slim(wire.metadata),
+            spec: DeploymentSpecView {
+                replicas: wire.spec.replicas,
+                selector,
+            },
+            status: wire.status,
+        })
+    }
 }
 
 /// A Service as the controller reads it: its metadata.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct ServiceView {
-    /// The Service's metadata, without managedFields.
-    #[serde(default, deserialize_with = "metadata_without_managed_fields")]
+    /// The Service's metadata, slimmed ([`slim`]).
     pub metadata: ObjectMeta,
+    /// The fingerprint of its whole metadata, taken when parsed.
+    pub fingerprint: Fingerprint,
+}
+
+impl<'de> Deserialize<'de> for ServiceView {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(default, deserialize_with = "metadata_without_managed_fields")]
+            metadata: ObjectMeta,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        Ok(Self {
+            fingerprint: Fingerprint::of(ChildKind::Service, &wire.metadata),
+            metadata: slim(wire.metadata),
+        })
+    }
+}
+
+/// A cached child's fingerprint ([`Fingerprint`]), taken from its whole metadata when parsed.
+pub trait Fingerprinted {
+    /// See [`Fingerprinted`].
+    fn fingerprint(&self) -> Fingerprint;
+}
+
+impl Fingerprinted for DeploymentView {
+    fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
+    }
+}
+
+impl Fingerprinted for ServiceView {
+    fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
+    }
+}
+
+/// A child's metadata as the views keep it once its [`Fingerprint`] is taken: no labels, and of
+/// the annotations only [`ANNOTATION_ADOPT`] (read when the child has no controller). The
+/// controller reads the others only through the fingerprint, and each map costs a B-tree node
+/// of eleven keys and values (544 bytes) however few it holds.
+fn slim(mut meta: ObjectMeta) -> ObjectMeta {
+    meta.labels = None;
+    meta.annotations = meta
+        .annotations
+        .and_then(|mut all| all.remove_entry(ANNOTATION_ADOPT))
+        .map(|adopt| BTreeMap::from([adopt]));
+    meta
 }
 
 /// The reason the controller reports when Deployment condition `c` says the rollout is in
@@ -246,11 +327,53 @@ mod tests {
         );
         assert!(view.metadata.managed_fields.is_none());
         assert_eq!(view.spec.replicas, Some(2));
-        let labels = view.spec.selector.match_labels.as_ref().expect("selector");
-        assert_eq!(labels.get("app").map(String::as_str), Some("web"));
+        assert_eq!(view.spec.selector.as_deref(), Some("app=web"));
         assert_eq!(view.status.and_then(|s| s.ready_replicas), Some(2));
         assert_eq!(DeploymentView::plural(&()), "deployments");
         assert_eq!(DeploymentView::api_version(&()), "apps/v1");
+    }
+
+    #[test]
+    fn a_view_keeps_the_fingerprint_of_its_whole_metadata_and_of_it_only_the_adopt_annotation() {
+        let meta = json!({"name": "web", "namespace": "ns", "uid": "u1", "generation": 3,
+                          "resourceVersion": "7", "labels": {"app": "web", "team": "x"},
+                          "annotations": {"note": "n", ANNOTATION_ADOPT: "web"}});
+        let whole: ObjectMeta = serde_json::from_value(meta.clone()).expect("parses");
+        let deployment: DeploymentView =
+            serde_json::from_value(json!({"metadata": meta})).expect("parses");
+        let service: ServiceView =
+            serde_json::from_value(json!({"metadata": meta})).expect("parses");
+        assert_eq!(
+            deployment.fingerprint,
+            Fingerprint::of(ChildKind::Deployment, &whole)
+        );
+        assert_eq!(
+            service.fingerprint,
+            Fingerprint::of(ChildKind::Service, &whole)
+        );
+        for slimmed in [&deployment.metadata, &service.metadata] {
+            assert_eq!(slimmed.labels, None);
+            assert_eq!(
+                slimmed.annotations,
+                Some(BTreeMap::from([(
+                    ANNOTATION_ADOPT.to_owned(),
+                    "web".to_owned()
+                )]))
+            );
+            assert_eq!(slimmed.uid.as_deref(), Some("u1"));
+        }
+
+        // A label someone set changes the fingerprint; the view still holds no label.
+        let mut relabelled = meta.clone();
+        relabelled["labels"]["team"] = "y".into();
+        let relabelled: DeploymentView =
+            serde_json::from_value(json!({"metadata": relabelled})).expect("parses");
+        assert_ne!(relabelled.fingerprint, deployment.fingerprint);
+        let mut plain = meta;
+        plain["annotations"] = json!({"note": "n"});
+        let plain: ServiceView =
+            serde_json::from_value(json!({"metadata": plain})).expect("parses");
+        assert_eq!(plain.metadata.annotations, None);
     }
 
     #[test]

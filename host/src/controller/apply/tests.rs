@@ -3,6 +3,7 @@ use kube::runtime::watcher::Event;
 use serde_json::json;
 
 use super::*;
+use crate::controller::uptodate::Fingerprint;
 use crate::controller::view::{DeploymentView, ServiceView};
 
 fn child<K: serde::de::DeserializeOwned>(kind: &str, name: &str, owner_uid: &str) -> K {
@@ -179,21 +180,16 @@ fn children_are_as_last_applied_only_while_each_holds_its_body_and_none_is_left_
     let key = |kind| (kind, "ns".to_owned(), "nginx".to_owned());
     let (d, s) = (key(ChildKind::Deployment), key(ChildKind::Service));
     let body = json!({"spec": {}});
-    let seen = |kind, meta| Fingerprint::of(kind, meta);
     assert!(
         as_last_applied(&cache, &app, &[]).is_none(),
         "the cached children are to be pruned"
     );
-    cache.last_applied.applied(
-        d.clone(),
-        &body,
-        seen(ChildKind::Deployment, &deployment.metadata),
-    );
-    cache.last_applied.applied(
-        s.clone(),
-        &body,
-        seen(ChildKind::Service, &service.metadata),
-    );
+    cache
+        .last_applied
+        .applied(d.clone(), &body, deployment.fingerprint);
+    cache
+        .last_applied
+        .applied(s.clone(), &body, service.fingerprint);
     let rendered = [d.clone(), s.clone()].map(|k| {
         let body = cache.last_applied.body(&k).expect("applied");
         (k, body)
@@ -223,7 +219,7 @@ fn children_are_as_last_applied_only_while_each_holds_its_body_and_none_is_left_
     cache.last_applied.applied(
         s.clone(),
         &body,
-        seen(ChildKind::Service, &changed.metadata),
+        Fingerprint::of(ChildKind::Service, &changed.metadata),
     );
     assert!(
         as_last_applied(&cache, &app, &rendered).is_none(),
@@ -232,7 +228,7 @@ fn children_are_as_last_applied_only_while_each_holds_its_body_and_none_is_left_
     cache.last_applied.applied(
         s.clone(),
         &json!({"spec": {"type": "NodePort"}}),
-        seen(ChildKind::Service, &service.metadata),
+        service.fingerprint,
     );
     assert!(
         as_last_applied(&cache, &app, &rendered).is_none(),
