@@ -68,6 +68,7 @@ pub fn release() -> io::Result<Released> {
 }
 
 /// This process's resident pages of files (its binary, shared libraries), in KiB.
+#[cfg(target_os = "linux")]
 fn resident_file_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     status
@@ -88,8 +89,6 @@ fn page_size() -> usize {
     usize::try_from(size).unwrap_or(4096)
 }
 
-/// The address ranges of the non-writable `PT_LOAD` segments of the loaded object (executable
-/// or shared library) this function is in.
 /// An ELF program header of this target.
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 type Phdr = libc::Elf64_Phdr;
@@ -97,6 +96,8 @@ type Phdr = libc::Elf64_Phdr;
 #[cfg(all(target_os = "linux", target_pointer_width = "32"))]
 type Phdr = libc::Elf32_Phdr;
 
+/// The address ranges of the non-writable `PT_LOAD` segments of the loaded object (executable
+/// or shared library) this function is in.
 #[cfg(target_os = "linux")]
 #[allow(unsafe_code)]
 fn read_only_segments() -> Vec<(usize, usize)> {
