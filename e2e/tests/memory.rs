@@ -4,10 +4,10 @@
 //! refused at start-up; once ready, the operator unmaps the pages of its binary that start-up
 //! ran and goes on with its code faulted back in.
 
-use anyhow::Context;
-use app_operator::crd::AppService;
 use std::time::Duration;
 
+use anyhow::Context;
+use app_operator::crd::AppService;
 use app_operator_e2e::appservice::{CONVERGE, condition, create, sample_named, wait_ready};
 use app_operator_e2e::cluster::kubeconfig_path;
 use app_operator_e2e::operator::install_crd;

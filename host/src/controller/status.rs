@@ -108,7 +108,7 @@ pub fn desired(app: &AppService, outcome: &Outcome<'_>, now: Timestamp) -> AppSe
                     status.ready_replicas = Some(r.ready);
                     status.available_replicas = Some(r.available);
                     status.ready = Some(format!("{}/{}", r.ready, r.desired));
-                    status.selector = deployment.and_then(selector);
+                    status.selector = deployment.and_then(|d| d.spec.selector.clone());
                 }
                 None => {
                     status.replicas = None;
@@ -216,11 +216,6 @@ fn stuck(d: &DeploymentView) -> Option<(&'static str, String)> {
     conditions
         .iter()
         .find_map(|c| Some((view::trouble(c)?, c.message.clone().unwrap_or_default())))
-}
-
-/// The Deployment's `matchLabels` as a label selector string, e.g. `app=nginx`.
-fn selector(d: &DeploymentView) -> Option<String> {
-    d.spec.selector.clone()
 }
 
 fn condition(

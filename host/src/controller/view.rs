@@ -74,9 +74,10 @@ impl<'de> Deserialize<'de> for DeploymentView {
             let terms: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
             terms.join(",")
         });
+        let (fingerprint, metadata) = fingerprinted(ChildKind::Deployment, wire.metadata);
         Ok(Self {
-            fingerprint: Fingerprint::of(ChildKind::Deployment, &wire.metadata),
-            metadata: slim(wire.metadata),
+            metadata,
+            fingerprint,
             spec: DeploymentSpecView {
                 replicas: wire.spec.replicas,
                 selector,
@@ -103,9 +104,10 @@ impl<'de> Deserialize<'de> for ServiceView {
             metadata: ObjectMeta,
         }
         let wire = Wire::deserialize(deserializer)?;
+        let (fingerprint, metadata) = fingerprinted(ChildKind::Service, wire.metadata);
         Ok(Self {
-            fingerprint: Fingerprint::of(ChildKind::Service, &wire.metadata),
-            metadata: slim(wire.metadata),
+            metadata,
+            fingerprint,
         })
     }
 }
@@ -126,6 +128,12 @@ impl Fingerprinted for ServiceView {
     fn fingerprint(&self) -> Fingerprint {
         self.fingerprint
     }
+}
+
+/// The [`Fingerprint`] of a child of kind `kind` with metadata `meta`, and `meta` as the views
+/// keep it ([`slim`]): the fingerprint is taken first, from the whole metadata.
+fn fingerprinted(kind: ChildKind, meta: ObjectMeta) -> (Fingerprint, ObjectMeta) {
+    (Fingerprint::of(kind, &meta), slim(meta))
 }
 
 /// A child's metadata as the views keep it once its [`Fingerprint`] is taken: no labels, and of
