@@ -95,7 +95,7 @@ impl Operator {
         let metrics = Metrics::default();
         let connection = Connection {
             kubeconfig: Some(cluster::kubeconfig_path()),
-            context: None,
+            ..Connection::default()
         };
         let counting = connection
             .client(Some(&metrics))

@@ -371,6 +371,49 @@ pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("no {field} in /proc/{pid}/status"))
 }
 
+/// How many TCP connections process `pid` has established to `port` (of any address): its
+/// sockets (`/proc/<pid>/fd`) found in the network namespace's tables (`/proc/net/tcp{,6}`).
+pub fn connections_to(pid: u32, port: u16) -> anyhow::Result<usize> {
+    let mut inodes = std::collections::HashSet::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
+        // NB: a descriptor closed since the listing is no longer of interest.
+        let Ok(target) = std::fs::read_link(fd?.path()) else {
+            continue;
+        };
+        let target = target.to_string_lossy();
+        if let Some(inode) = target
+            .strip_prefix("socket:[")
+            .and_then(|t| t.strip_suffix(']'))
+        {
+            inodes.insert(inode.to_owned());
+        }
+    }
+    let mut count = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        // NB: a kernel without IPv6 has no tcp6 table.
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        count += text
+            .lines()
+            .skip(1)
+            .filter(|line| established_to(line, port, &inodes))
+            .count();
+    }
+    Ok(count)
+}
+
+/// Whether a line of `/proc/net/tcp` is an established connection to `port` of one of `inodes`.
+fn established_to(line: &str, port: u16, inodes: &std::collections::HashSet<String>) -> bool {
+    // NB: sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let remote_port = fields
+        .get(2)
+        .and_then(|remote| remote.rsplit(':').next())
+        .and_then(|hex| u16::from_str_radix(hex, 16).ok());
+    fields.len() > 9 && remote_port == Some(port) && fields[3] == "01" && inodes.contains(fields[9])
+}
+
 /// CPU time process `pid` has used so far, user plus system, all threads, in seconds, with
 /// that of the child processes it has waited for (app-operator's guest compiles).
 pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
@@ -480,6 +523,19 @@ pub fn replica_args(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tcp_table_line_counts_when_established_to_the_port_from_a_socket_of_ours() {
+        // NB: 127.0.0.1:40000 -> 127.0.0.1:16443, established, inode 4242.
+        let line = "   3: 0100007F:9C40 0100007F:403B 01 00000000:00000000 00:00000000 00000000 \
+                    0        0 4242 1 0000000000000000 20 4 30 10 -1";
+        let ours = std::collections::HashSet::from(["4242".to_owned()]);
+        assert!(established_to(line, 16443, &ours));
+        assert!(!established_to(line, 16444, &ours));
+        assert!(!established_to(line, 16443, &Default::default()));
+        let listening = line.replace(" 01 ", " 0A ");
+        assert!(!established_to(&listening, 16443, &ours));
+    }
 
     #[test]
     fn cpu_ticks_are_the_process_and_its_waited_children_after_the_command_name() {

@@ -180,7 +180,7 @@ pub fn push_args(namespace: &str, wasm: &[u8], canary: Option<&str>) -> anyhow::
         registry: RegistryArgs::default(),
         connection: Connection {
             kubeconfig: Some(cluster::kubeconfig_path()),
-            context: None,
+            ..Connection::default()
         },
     })
 }

@@ -7,6 +7,7 @@ use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tower::util::MapRequestLayer;
 
+use super::http2;
 use crate::leader::Fence;
 use crate::metrics::Metrics;
 use crate::reachability::Reachability;
@@ -21,6 +22,11 @@ pub struct Connection {
     /// Kubeconfig context. Default: the current context.
     #[arg(long, env = "APP_OPERATOR_CONTEXT")]
     pub context: Option<String>,
+    /// Speak HTTP/1.1 to the API server, one connection per request in flight, as kube does
+    /// by default. Without it, HTTP/2 is offered (one connection for everything) and HTTP/1.1
+    /// spoken only to a server that does not take it, or through a proxy.
+    #[arg(long, env = "APP_OPERATOR_API_HTTP1_ONLY")]
+    pub api_http1_only: bool,
 }
 
 impl Connection {
@@ -66,8 +72,15 @@ impl Connection {
             }
             request
         });
-        let builder = ClientBuilder::try_from(config)
-            .map_err(Error::Client)?
+        let http2 = match self.api_http1_only {
+            true => None,
+            false => http2::builder(&config)?,
+        };
+        let builder = match http2 {
+            Some(builder) => builder,
+            None => ClientBuilder::try_from(config).map_err(Error::Client)?,
+        };
+        let builder = builder
             .with_layer(&count)
             // NB: without `api`, the layer still bounds how long a request may hang.
             .with_layer(&api.cloned().unwrap_or_default().layer());

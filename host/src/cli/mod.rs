@@ -5,6 +5,7 @@ pub mod conformance;
 mod connect;
 pub mod crd;
 mod engine;
+mod http2;
 pub mod inspect;
 pub mod plan;
 mod policy;
