@@ -9,7 +9,10 @@
 //! [`PING_INTERVAL`] while a stream is open, given up after [`PING_TIMEOUT`] without an answer.
 //!
 //! Not covered, and left to kube's own stack ([`builder`] returns `None`): a proxy
-//! (`proxy-url`, or `HTTP(S)_PROXY` as kube reads it).
+//! (`proxy-url`, or `HTTP(S)_PROXY` as kube reads it). Left out of this stack: kube's per-request
+//! `debug` spans (`kube_client` at `debug` shows no request lines) and its connector's read and
+//! write timeouts, which a kubeconfig does not set (the reachability layer bounds every request
+//! but the watches).
 
 use std::time::Duration;
 
@@ -84,4 +87,29 @@ pub(super) fn builder(config: &kube::Config) -> Result<Option<ClientBuilder<Gene
         service,
         config.default_namespace.clone(),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> kube::Config {
+        kube::Config::new("https://127.0.0.1:6443".parse().expect("a URL"))
+    }
+
+    #[test]
+    fn a_direct_connection_gets_the_http2_stack_and_a_proxy_kube_s_own() {
+        let direct = builder(&config()).expect("a client stack");
+        assert!(direct.is_some());
+        let mut proxied = config();
+        proxied.proxy_url = Some("http://proxy.example:3128".parse().expect("a URL"));
+        assert!(builder(&proxied).expect("no error").is_none());
+    }
+
+    #[test]
+    fn a_tls_server_name_that_is_no_name_is_an_error() {
+        let mut named = config();
+        named.tls_server_name = Some("not a name!".to_owned());
+        assert!(builder(&named).is_err());
+    }
 }
