@@ -1,5 +1,6 @@
 //! Faults on the operator's path to the API server, the quick ones: an API outage of 15 s, 1 s
-//! of added latency on every request, connection resets every 3 s, kill -9 in the middle of
+//! of added latency on every request, connection resets every 3 s, a connection gone silent both
+//! ways until its HTTP/2 pings give it up, kill -9 in the middle of
 //! creating 200 AppServices, and a user editing children as another field manager during a
 //! guest swap. The operator (the binary) talks to the API server through a
 //! Toxiproxy proxy (`app_operator_e2e::faults`); the test's own client goes direct.
@@ -139,6 +140,53 @@ async fn connection_resets_every_few_seconds_do_not_lose_changes() -> anyhow::Re
     let converged = scene.converge(15, Instant::now(), RECOVERY).await?;
     let figures = Figures {
         scenario: "resets every 3 s for 15 s",
+        converged,
+        requests: (began, ended),
+    };
+    scene.report(figures, &operator, &before, &[]).await
+}
+
+#[tokio::test]
+async fn a_silent_connection_is_given_up_by_its_pings_and_what_changed_converges()
+-> anyhow::Result<()> {
+    let _serial = SERIAL.lock().await;
+    let scene = Scene::new("faults-silent").await?;
+    let Proxied {
+        proxy,
+        operator,
+        before,
+        toxiproxy: _proxy,
+    } = scene.behind_proxy("silent", 5).await?;
+
+    // Both ways silent, nothing closed: only the HTTP/2 pings (30 s, then 15 s for the answer)
+    // tell the operator its connection is gone; an HTTP/1.1 watch would wait 290 s.
+    let watch_errors = || {
+        operator
+            .metric_sum("app_operator_watch_errors_total")
+            .unwrap_or(0.0)
+    };
+    let errors_before = watch_errors();
+    let began = Requests::of(&operator);
+    for stream in Stream::BOTH {
+        proxy.blackhole(stream).await?;
+    }
+    let cut = Instant::now();
+    scene.create(samples("silent", 0..5)).await?;
+    let given_up = wait::until(
+        "the watches to fail on the silent connection",
+        Duration::from_secs(75),
+        || async { Ok((watch_errors() > errors_before).then(|| cut.elapsed())) },
+    )
+    .await?;
+    let ended = Requests::of(&operator);
+    proxy.clear_toxics().await?;
+    let converged = scene.converge(10, Instant::now(), RECOVERY).await?;
+    println!(
+        "fault silent: the watches failed {:.1} s into the silent cut",
+        given_up.as_secs_f64()
+    );
+    let figures = Figures {
+        scenario: "silent both ways until the watches failed (times from healing)",
         converged,
         requests: (began, ended),
     };
