@@ -1,6 +1,7 @@
 //! The operator as a user runs it: the `app-operator` binary in a child process, with its own
 //! flags, kubeconfig, log file and probe and metrics ports.
 
+use std::collections::HashSet;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -374,7 +375,7 @@ pub fn status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
 /// How many TCP connections process `pid` has established to `port` (of any address): its
 /// sockets (`/proc/<pid>/fd`) found in the network namespace's tables (`/proc/net/tcp{,6}`).
 pub fn connections_to(pid: u32, port: u16) -> anyhow::Result<usize> {
-    let mut inodes = std::collections::HashSet::new();
+    let mut inodes = HashSet::new();
     for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
         // NB: a descriptor closed since the listing is no longer of interest.
         let Ok(target) = std::fs::read_link(fd?.path()) else {
@@ -404,7 +405,7 @@ pub fn connections_to(pid: u32, port: u16) -> anyhow::Result<usize> {
 }
 
 /// Whether a line of `/proc/net/tcp` is an established connection to `port` of one of `inodes`.
-fn established_to(line: &str, port: u16, inodes: &std::collections::HashSet<String>) -> bool {
+fn established_to(line: &str, port: u16, inodes: &HashSet<String>) -> bool {
     // NB: sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...
     let fields: Vec<&str> = line.split_whitespace().collect();
     let remote_port = fields
@@ -529,7 +530,7 @@ mod tests {
         // NB: 127.0.0.1:40000 -> 127.0.0.1:16443, established, inode 4242.
         let line = "   3: 0100007F:9C40 0100007F:403B 01 00000000:00000000 00:00000000 00000000 \
                     0        0 4242 1 0000000000000000 20 4 30 10 -1";
-        let ours = std::collections::HashSet::from(["4242".to_owned()]);
+        let ours = HashSet::from(["4242".to_owned()]);
         assert!(established_to(line, 16443, &ours));
         assert!(!established_to(line, 16444, &ours));
         assert!(!established_to(line, 16443, &Default::default()));

@@ -8,8 +8,8 @@
 //! HTTP/1.1 to. A dead connection is found by HTTP/2 pings, as client-go finds it: every
 //! [`PING_INTERVAL`] while a stream is open, given up after [`PING_TIMEOUT`] without an answer.
 //!
-//! Not covered, and left to kube's own stack ([`builder`] returns `None`): a proxy
-//! (`proxy-url`, or `HTTP(S)_PROXY` as kube reads it). Left out of this stack: kube's per-request
+//! Not covered, and left to kube's own stack ([`builder`] returns `None`): a proxy (the
+//! `proxy-url` kube's config carries). Left out of this stack: kube's per-request
 //! `debug` spans (`kube_client` at `debug` shows no request lines) and its connector's read and
 //! write timeouts, which a kubeconfig does not set (the reachability layer bounds every request
 //! but the watches).
