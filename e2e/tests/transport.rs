@@ -4,8 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use app_operator_e2e::TestNamespace;
 use app_operator_e2e::cluster::{client, kubeconfig_path};
+use app_operator_e2e::faults::api_server_addr;
 use app_operator_e2e::fleet::{create_all, samples, wait_converged};
 use app_operator_e2e::operator::install_crd;
 use app_operator_e2e::process::{OperatorProcess, connections_to};
@@ -51,12 +54,11 @@ async fn one_http2_connection_carries_everything_and_http1_takes_several() -> an
     Ok(())
 }
 
-/// The port of the API server the kubeconfig names.
+/// The port of the API server the kubeconfig names ([`api_server_addr`]: `<host>:<port>`).
 async fn api_server_port() -> anyhow::Result<u16> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig_path())?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
-    config
-        .cluster_url
-        .port_u16()
-        .ok_or_else(|| anyhow::anyhow!("no port in {}", config.cluster_url))
+    let addr = api_server_addr().await?;
+    let (_, port) = addr
+        .rsplit_once(':')
+        .with_context(|| format!("no port in {addr}"))?;
+    Ok(port.parse()?)
 }

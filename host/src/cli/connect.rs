@@ -72,9 +72,10 @@ impl Connection {
             }
             request
         });
-        let http2 = match self.api_http1_only {
-            true => None,
-            false => http2::builder(&config)?,
+        let http2 = if self.api_http1_only {
+            None
+        } else {
+            http2::builder(&config)?
         };
         let builder = match http2 {
             Some(builder) => builder,
