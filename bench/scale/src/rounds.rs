@@ -55,6 +55,10 @@ struct Figures {
     ready_cpu_secs: f64,
     /// Peak RSS (VmHWM), KiB.
     peak_rss_kib: u64,
+    /// Resident anonymous memory (heap, stacks) and pages of files (the binary's code and
+    /// data, shared libraries) when the run ended, KiB: what the peak is made of, as RSS grows
+    /// throughout a burst.
+    rss_at_end_kib: RssParts,
     /// API requests by method, in the order of [`METHODS`].
     requests: [u64; 5],
     /// Writes by method and resource (`"PATCH deployments"`); empty for the Go seed, whose
@@ -65,6 +69,14 @@ struct Figures {
     control_plane_children: f64,
     /// The same, by component, until the run's end (children and, for app-operator, statuses).
     control_plane: control_plane::Sample,
+}
+
+/// Parts of a process's resident memory, KiB.
+struct RssParts {
+    /// `RssAnon`: heap, stacks, other private memory.
+    anon: u64,
+    /// `RssFile`: pages of mapped files (the binary, shared libraries).
+    file: u64,
 }
 
 /// Runs `args.rounds` rounds with the Go seed binary `go_seed` (and the kube-rs floor when
@@ -202,6 +214,10 @@ async fn measure(
     let cpu_secs = operator.cpu_seconds()?;
     let control_plane = control_plane::Sample::take()?.since(&control_plane_start);
     let peak_rss_kib = operator.peak_rss_kib()?;
+    let rss_at_end_kib = RssParts {
+        anon: operator.status_kib("RssAnon")?,
+        file: operator.status_kib("RssFile")?,
+    };
     let metrics = http_get(&contender.metrics_addr, "/metrics").await?;
     Ok(Figures {
         children: children.expect("loop ends when set"),
@@ -209,6 +225,7 @@ async fn measure(
         cpu_secs,
         ready_cpu_secs,
         peak_rss_kib,
+        rss_at_end_kib,
         requests: prom::by_method(&metrics, contender.requests_metric),
         writes: prom::writes_by_resource(&metrics, contender.requests_metric),
         control_plane_children: control_plane_children.expect("loop ends when set").total(),
@@ -273,6 +290,12 @@ fn print_table(runs: [&[Figures]; 3], count: usize, ratio: bool) {
     });
     row("peak RSS", Unit::Mib, &|f| {
         Some(f.peak_rss_kib as f64 / 1024.0)
+    });
+    row("  anonymous at the end", Unit::Mib, &|f| {
+        Some(f.rss_at_end_kib.anon as f64 / 1024.0)
+    });
+    row("  file-backed at the end", Unit::Mib, &|f| {
+        Some(f.rss_at_end_kib.file as f64 / 1024.0)
     });
     row("API requests", Unit::Count, &|f| {
         Some(f.requests.iter().sum::<u64>() as f64)
