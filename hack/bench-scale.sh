@@ -8,7 +8,9 @@
 # swaps. Starts the control plane when none is running and stops what it started at the end.
 #
 # Usage: hack/bench-scale.sh [bench-scale flags, e.g. --count 200 --rounds 2 --rounds-only]
-# Env:   COUNT, REPLICAS (default 1), CONCURRENCY (default 16), ROUNDS (default 3)
+# Env:   COUNT, REPLICAS (default 1), CONCURRENCY (default 16), ROUNDS (default 3), TRIPLE (the
+#        target both Rust contenders are built for: default x86_64-unknown-linux-musl, the
+#        image's; x86_64-unknown-linux-gnu for the glibc binary `make run` builds)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,11 +27,12 @@ main() {
   local go_seed
   go_seed="$(hack/controlplane/build-go-seed.sh)"
   # NB: the operator built as shipped (hack/pgo.sh: profile dist, whole-program LTO, optimized
-  # with a profile of its own run; about an hour cold), the kube-rs floor the same way (its own
-  # profile, of its own run), the driver itself in release.
-  local operator floor
-  operator="$(hack/pgo.sh)"
-  floor="$(PGO_BIN=kube-rs-floor hack/pgo.sh)"
+  # with a profile of its own run; about an hour cold), for the image's target by default (the
+  # static musl binary `make image` packs, from the same build), the kube-rs floor the same way
+  # (its own profile, of its own run), the driver itself in release.
+  local triple="${TRIPLE:-x86_64-unknown-linux-musl}" operator floor
+  operator="$(TRIPLE="$triple" hack/pgo.sh)"
+  floor="$(TRIPLE="$triple" PGO_BIN=kube-rs-floor hack/pgo.sh)"
   cargo build --release -q -p app-operator-bench-scale --bin bench-scale
   local target="${CARGO_TARGET_DIR:-$ROOT/target}"
   mkdir -p .work
