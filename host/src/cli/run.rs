@@ -113,8 +113,10 @@ pub struct Args {
     /// Reconcile every AppService at least this often, in seconds.
     #[arg(long, env = "APP_OPERATOR_RESYNC_SECS", default_value_t = 600)]
     pub resync_secs: u64,
-    /// Longest time, in milliseconds, the status of a rollout that has just started is held
-    /// back waiting for readiness, so that both are one status write (0: write every step).
+    /// Longest time, in milliseconds, the status of a rollout under way is held back waiting
+    /// for readiness, so that both are one status write, counted from when the Deployment
+    /// controller has seen the spec; never held more than five times this after the change
+    /// (0: write every step).
     #[arg(long, env = "APP_OPERATOR_STATUS_SETTLE_MS", default_value_t = 2000)]
     pub status_settle_ms: u64,
     /// How long, in milliseconds, a reconcile request waits for more changes of the same

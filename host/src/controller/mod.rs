@@ -70,8 +70,10 @@ pub struct Config {
     pub resync: Duration,
     /// Name reported as the source of Events.
     pub reporter: String,
-    /// Longest time the status of a rollout that has just started is held back, waiting for
-    /// readiness, so that both become one status write (zero: write every step).
+    /// Longest time the status of a rollout under way is held back, waiting for readiness, so
+    /// that both become one status write; counted from when the Deployment controller has seen
+    /// the spec, and never more than five times this after the change
+    /// (zero: write every step).
     pub status_settle: Duration,
     /// How long a reconcile request waits for more of the same AppService before it runs
     /// (kube-runtime's trailing-edge debounce; zero: at once). A new Deployment's status

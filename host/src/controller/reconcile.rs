@@ -83,7 +83,7 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
     let held = ctx.per_app.settling.hold(
         &ObjectRef::from_obj(&*app),
         !applied.changes.is_empty(),
-        status::in_progress(&desired),
+        status::progress(&desired),
         Instant::now(),
     );
     let write = async {

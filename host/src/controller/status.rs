@@ -244,18 +244,30 @@ fn condition(
     }
 }
 
-/// True when `status` reports a rollout under way and nothing wrong: Ready is False because the
-/// Deployment's pods are not all ready yet (or it has not seen its spec yet), and it is not
-/// Degraded. Such a status may be held back for a moment ([`super::settle`]).
-pub fn in_progress(status: &AppServiceStatus) -> bool {
-    let has = |type_: &str, value: &str, reasons: &[&str]| {
-        status.conditions.iter().any(|c| {
-            c.type_ == type_
-                && c.status == value
-                && (reasons.is_empty() || reasons.contains(&c.reason.as_str()))
-        })
-    };
-    has(READY, "False", &["RolloutPending", "RolloutInProgress"]) && has(DEGRADED, "False", &[])
+/// A rollout a status reports as under way, with nothing wrong: what may be held back for a
+/// moment ([`super::settle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// The Deployment controller has not seen the latest spec yet (`RolloutPending`).
+    Pending,
+    /// The Deployment controller is rolling out; its pods are not all ready yet
+    /// (`RolloutInProgress`).
+    Underway,
+}
+
+/// The rollout `status` reports, when Ready is False only because it is under way and the
+/// AppService is not Degraded; `None` for anything else (ready, failed, stuck).
+pub fn progress(status: &AppServiceStatus) -> Option<Progress> {
+    let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_);
+    if condition(DEGRADED)?.status != "False" {
+        return None;
+    }
+    let ready = condition(READY).filter(|c| c.status == "False")?;
+    match ready.reason.as_str() {
+        "RolloutPending" => Some(Progress::Pending),
+        "RolloutInProgress" => Some(Progress::Underway),
+        _ => None,
+    }
 }
 
 /// True when writing `desired` would change what `app` already reports.
@@ -263,16 +275,15 @@ pub fn changed(app: &AppService, desired: &AppServiceStatus) -> bool {
     app.status.as_ref() != Some(desired)
 }
 
-/// A one-line summary of a status for logs, e.g. `3/3 Ready=True`.
+/// A one-line summary of a status for logs, e.g. `web 3/3 Ready=True (AllReplicasReady)`.
 pub fn summary(app: &AppService, status: &AppServiceStatus) -> String {
-    let ready = status
+    let (ready, reason) = status
         .conditions
         .iter()
         .find(|c| c.type_ == READY)
-        .map(|c| c.status.as_str())
-        .unwrap_or("Unknown");
+        .map_or(("Unknown", ""), |c| (c.status.as_str(), c.reason.as_str()));
     format!(
-        "{} {} Ready={ready}",
+        "{} {} Ready={ready} ({reason})",
         app.name_any(),
         status.ready.as_deref().unwrap_or("-")
     )

@@ -184,23 +184,28 @@ fn long_messages_are_truncated() {
 }
 
 #[test]
-fn only_a_healthy_rollout_under_way_is_in_progress() {
+fn only_a_healthy_rollout_under_way_is_progress() {
     let app = AppService::test();
     let status = |d: &DeploymentView| desired(&app, &applied(Some(d)), at(0));
-    assert!(
-        in_progress(&status(&deployment(3, 1))),
+    assert_eq!(
+        progress(&status(&deployment(3, 1))),
+        Some(Progress::Underway),
         "pods not all ready"
     );
     let mut pending = deployment(3, 3);
     pending.metadata.generation = Some(3);
-    assert!(in_progress(&status(&pending)), "spec not yet seen");
-    assert!(!in_progress(&status(&deployment(3, 3))), "ready");
-    assert!(!in_progress(&status(&stuck_deployment())), "stuck");
+    assert_eq!(
+        progress(&status(&pending)),
+        Some(Progress::Pending),
+        "spec not yet seen"
+    );
+    assert_eq!(progress(&status(&deployment(3, 3))), None, "ready");
+    assert_eq!(progress(&status(&stuck_deployment())), None, "stuck");
     let failed = Outcome::GuestFailed {
         reason: "Trap",
         message: "boom".into(),
     };
-    assert!(!in_progress(&desired(&app, &failed, at(0))), "failed");
+    assert_eq!(progress(&desired(&app, &failed, at(0))), None, "failed");
 }
 
 #[test]
