@@ -114,6 +114,7 @@ mod tests {
     use kube::runtime::reflector;
 
     use super::super::rendered::Rendered;
+    use super::super::status::Progress;
     use super::*;
     use crate::guest;
 
@@ -136,9 +137,12 @@ mod tests {
     /// Remembers something of every kind about `app`.
     fn remember(per_app: &PerApp, app: &AppService) {
         per_app.record_failure(app);
-        per_app
-            .settling
-            .hold(&ObjectRef::from_obj(app), true, true, Instant::now());
+        per_app.settling.hold(
+            &ObjectRef::from_obj(app),
+            true,
+            Some(Progress::Pending),
+            Instant::now(),
+        );
         per_app
             .guest_events
             .changed(&app.uid().unwrap(), &[event()]);
