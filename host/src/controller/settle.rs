@@ -152,7 +152,10 @@ mod tests {
     fn the_window_starts_when_the_deployment_controller_is_at_work() {
         let s = Settling::new(WINDOW);
         let t0 = Instant::now();
-        assert_eq!(s.hold(&app(), true, PENDING, t0), Some(WINDOW * 5));
+        assert_eq!(
+            s.hold(&app(), true, PENDING, t0),
+            Some(WINDOW * PENDING_WINDOWS)
+        );
         assert_eq!(
             s.hold(&app(), false, PENDING, t0 + secs(3)),
             Some(secs(7)),
