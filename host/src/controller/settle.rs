@@ -24,10 +24,10 @@ use crate::crd::AppService;
 
 /// How many settle windows after a change a status is held at most, however long the
 /// Deployment controller takes to see the spec.
-pub(super) const PENDING_WINDOWS: u32 = 5;
+const PENDING_WINDOWS: u32 = 5;
 
 /// A rollout whose status is held back.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct Started {
     /// When the controller changed the children.
     changed: Instant,

@@ -22,6 +22,11 @@ pub const GUEST_ERROR: &str = "GuestError";
 /// Condition type: applying failed, or the Deployment cannot make progress.
 pub const DEGRADED: &str = "Degraded";
 
+/// Ready's reason while the Deployment controller has not seen the latest spec.
+const ROLLOUT_PENDING: &str = "RolloutPending";
+/// Ready's reason while the Deployment's pods are not all ready.
+const ROLLOUT_IN_PROGRESS: &str = "RolloutInProgress";
+
 /// Longest condition message kept (the API server limits it to 32 KiB).
 const MAX_MESSAGE: usize = 1024;
 
@@ -192,7 +197,7 @@ impl Rollout {
         if !observed {
             return (
                 false,
-                "RolloutPending",
+                ROLLOUT_PENDING,
                 "the Deployment controller has not seen the latest spec yet".into(),
             );
         }
@@ -206,7 +211,7 @@ impl Rollout {
         let message = format!(
             "{ready}/{desired} replicas ready, {updated} updated, {available} available, {replicas} in total"
         );
-        (false, "RolloutInProgress", message)
+        (false, ROLLOUT_IN_PROGRESS, message)
     }
 }
 
@@ -264,8 +269,8 @@ pub fn progress(status: &AppServiceStatus) -> Option<Progress> {
     }
     let ready = condition(READY).filter(|c| c.status == "False")?;
     match ready.reason.as_str() {
-        "RolloutPending" => Some(Progress::Pending),
-        "RolloutInProgress" => Some(Progress::Underway),
+        ROLLOUT_PENDING => Some(Progress::Pending),
+        ROLLOUT_IN_PROGRESS => Some(Progress::Underway),
         _ => None,
     }
 }
