@@ -116,7 +116,7 @@ pub struct Args {
     /// Longest time, in milliseconds, the status of a rollout under way is held back waiting
     /// for readiness, so that both are one status write, counted from when the Deployment
     /// controller has seen the spec; never held more than five times this after the change
-    /// (0: write every step).
+    /// (fifteen while the Deployment controller is seen far behind; 0: write every step).
     #[arg(long, env = "APP_OPERATOR_STATUS_SETTLE_MS", default_value_t = 2000)]
     pub status_settle_ms: u64,
     /// How long, in milliseconds, a reconcile request waits for more changes of the same

@@ -72,8 +72,8 @@ pub struct Config {
     pub reporter: String,
     /// Longest time the status of a rollout under way is held back, waiting for readiness, so
     /// that both become one status write; counted from when the Deployment controller has seen
-    /// the spec, and never more than five times this after the change
-    /// (zero: write every step).
+    /// the spec, and never more than five times this after the change (fifteen while the
+    /// Deployment controller is seen far behind; zero: write every step).
     pub status_settle: Duration,
     /// How long a reconcile request waits for more of the same AppService before it runs
     /// (kube-runtime's trailing-edge debounce; zero: at once). A new Deployment's status
