@@ -4,7 +4,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-#[tokio::main]
+// NB: one thread runs everything async. The controller's future (watches, queue, reconciles)
+// already ran on the thread that blocks on `main`, with only the HTTP/2 connection and the
+// servers on worker threads, so every request crossed threads twice; on one thread it does not,
+// for about a tenth less CPU and RSS (docs/development.md, "One thread"). Guest calls still run
+// on the blocking pool, so a slow guest never holds the thread.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
     let cli = app_operator::cli::Cli::parse();
     // NB: the guest compile child answers with an exit code of its own (guest::compiler).

@@ -51,7 +51,9 @@ struct Ctx {
     deployments: Store<Deployment>,
 }
 
-#[tokio::main]
+// NB: one thread, as app-operator's binary runs (its `main`): the floor is the least this
+// client stack costs, so it runs the way that costs least.
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = <Args as clap::Parser>::parse();
     let mut registry = metrics::registry();
