@@ -1,7 +1,8 @@
 //! The operator writes only what changed: a new AppService costs its children's applies and the
 //! status writes that carry news, no routine Event, no reconcile for the echo of its own apply;
 //! a resync of an unchanged fleet and a swap whose output is the same write nothing to the
-//! children. Requests are counted by the controller's own client, as in the binary.
+//! children; nor does the deletion of a namespace. Requests are counted by the controller's own
+//! client, as in the binary.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -14,8 +15,8 @@ use app_operator_e2e::operator::Operator;
 use app_operator_e2e::swap::{SwapOperator, push, wait_digest, with_custom_section};
 use app_operator_e2e::{TestNamespace, client, wait};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
-use kube::api::ListParams;
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
 /// Requests the controller sent so far, by method and resource; the pairs never sent are left
@@ -236,6 +237,52 @@ async fn a_resync_of_an_unchanged_fleet_writes_nothing() -> anyhow::Result<()> {
     assert_eq!(
         skipped, reconciled,
         "{skipped} of {reconciled} resync reconciles skipped the guest call"
+    );
+    Ok(())
+}
+
+/// The namespace controller deletes the children before their AppServices, and the API server
+/// refuses to create anything in a namespace being deleted: the operator must not re-apply them
+/// (nor report each refusal in an Event and a status).
+#[tokio::test]
+async fn a_namespace_being_deleted_gets_nothing_written() -> anyhow::Result<()> {
+    let client = client().await?;
+    let ns = TestNamespace::create(&client, "writes-ns-deleted").await?;
+    let config = controller::Config {
+        namespace: Some(ns.name().to_owned()),
+        ..controller::Config::default()
+    };
+    let operator = Operator::start_configured(&client, guest::default_guest(), config).await?;
+    let names = ["a", "b", "c"];
+    create_ready(&client, ns.name(), &names, 1).await?;
+    // NB: let a held-back status or a late Deployment update land before counting.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let (before, reconciles_before) = (
+        requests(&operator.metrics),
+        operator.metrics.reconciles.get(),
+    );
+
+    let namespaces = Api::<Namespace>::all(client.clone());
+    namespaces
+        .delete(ns.name(), &DeleteParams::background())
+        .await?;
+    wait::until("the namespace gone", Duration::from_secs(180), || async {
+        Ok(namespaces.get_opt(ns.name()).await?.is_none().then_some(()))
+    })
+    .await?;
+    let after = requests(&operator.metrics);
+    let written: u64 = after
+        .iter()
+        .filter(|((method, _), _)| *method != "GET")
+        .map(|(key, count)| count - before.get(key).copied().unwrap_or_default())
+        .sum();
+    assert!(
+        operator.metrics.reconciles.get() > reconciles_before,
+        "the children's deletions triggered no reconcile"
+    );
+    assert_eq!(
+        written, 0,
+        "written while the namespace went: {before:?} -> {after:?}"
     );
     Ok(())
 }

@@ -101,6 +101,9 @@ pub struct Metrics {
     pub api_failures: Family<KindLabel, Counter>,
     /// Errors of the watch streams, by watch (`appservices`, `deployments`, ...).
     pub watch_errors: Family<KindLabel, Counter>,
+    /// Objects the watch streams delivered (added, changed or deleted; a list counts each
+    /// object it returned), by watch.
+    pub watch_events: Family<KindLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -127,6 +130,7 @@ impl Default for Metrics {
             api_reachable: Gauge::default(),
             api_failures: Family::default(),
             watch_errors: Family::default(),
+            watch_events: Family::default(),
         }
     }
 }
@@ -230,6 +234,11 @@ impl Metrics {
             "watch_errors",
             "Errors of the watch streams, by watch",
             m.watch_errors.clone(),
+        );
+        registry.register(
+            "watch_events",
+            "Objects the watch streams delivered, by watch",
+            m.watch_events.clone(),
         );
         m
     }
@@ -357,6 +366,14 @@ impl Metrics {
             .get_or_create(&KindLabel { kind: watch })
             .inc();
     }
+
+    /// The counter of the objects watch `watch` delivers ([`Metrics::watch_events`]), to keep
+    /// rather than look up per event.
+    pub fn watch_events(&self, watch: &'static str) -> Counter {
+        self.watch_events
+            .get_or_create(&KindLabel { kind: watch })
+            .clone()
+    }
 }
 
 /// Records the time since its creation into a histogram when dropped.
@@ -410,6 +427,7 @@ mod tests {
             "/apis/apps/v1/namespaces/ns/deployments/web",
         );
         metrics.output_refused(&["privileged", "service_type"]);
+        metrics.watch_events("deployments").inc();
         let text = encode(&Arc::new(registry));
         assert!(text.contains("app_operator_reconciles_total 1"), "{text}");
         assert!(text.contains(r#"app_operator_reconcile_errors_total{kind="apply"} 1"#));
@@ -420,5 +438,6 @@ mod tests {
             r#"app_operator_kube_requests_total{method="PATCH",resource="deployments"} 1"#
         ));
         assert!(text.contains(r#"app_operator_output_refusals_total{rule="privileged"} 1"#));
+        assert!(text.contains(r#"app_operator_watch_events_total{kind="deployments"} 1"#));
     }
 }

@@ -11,7 +11,8 @@ use kube::{Api, Client};
 
 use crate::guest::admission::{self, Level};
 
-/// The levels namespaces enforce, kept by a metadata watch of Namespaces. Cheap to clone.
+/// The levels namespaces enforce, and which namespaces are being deleted, kept by a metadata
+/// watch of Namespaces. Cheap to clone.
 #[derive(Clone)]
 pub struct Levels {
     store: Store<PartialObjectMeta<Namespace>>,
@@ -28,6 +29,14 @@ impl Levels {
     pub fn get(&self, namespace: &str) -> Option<Level> {
         let ns = self.store.get(&ObjectRef::new(namespace))?;
         admission::namespace_level(ns.metadata.labels.as_ref())
+    }
+
+    /// Whether `namespace` is being deleted: the API server then refuses to create anything in
+    /// it. False for a namespace not (yet) in the cache.
+    pub fn terminating(&self, namespace: &str) -> bool {
+        self.store
+            .get(&ObjectRef::new(namespace))
+            .is_some_and(|ns| ns.metadata.deletion_timestamp.is_some())
     }
 }
 

@@ -234,6 +234,14 @@ async fn main() -> anyhow::Result<()> {
         .join(", ");
     let per_app = run.writes.values().sum::<u64>() as f64 / args.count.max(1) as f64;
     println!("  writes per AppService  {per_app:>8.2}   ({writes})");
+    let events = run
+        .watch_events
+        .iter()
+        .map(|(watch, n)| format!("{watch} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let per_app = run.watch_events.values().sum::<u64>() as f64 / args.count.max(1) as f64;
+    println!("  watch events per AppService {per_app:>3.2}   ({events})");
     println!(
         "  peak RSS               {:>8.1} MiB",
         run.peak_rss_kib as f64 / 1024.0
@@ -288,6 +296,8 @@ struct Run {
     requests_by_method: [u64; 5],
     /// Writes by method and resource (`"PATCH deployments"`).
     writes: BTreeMap<String, u64>,
+    /// Objects each watch delivered, by watch (`deployments`).
+    watch_events: BTreeMap<String, u64>,
     peak_rss_kib: u64,
     /// The operator's CPU seconds from its start until every AppService was Ready.
     cpu_secs: f64,
@@ -344,6 +354,7 @@ async fn measure(
         failures: prom::sum(&metrics, "app_operator_reconcile_errors_total", "") as u64,
         requests_by_method: prom::by_method(&metrics, "app_operator_kube_requests_total"),
         writes: prom::writes_by_resource(&metrics, "app_operator_kube_requests_total"),
+        watch_events: prom::by_label(&metrics, "app_operator_watch_events_total", "kind"),
         peak_rss_kib: operator.peak_rss_kib()?,
         cpu_secs,
         control_plane,

@@ -34,6 +34,18 @@ pub(crate) fn writes_by_resource(text: &str, name: &str) -> BTreeMap<String, u64
     out
 }
 
+/// Counter `name` per value of its label `key`, e.g. the objects each watch delivered by
+/// `kind`; samples without the label are left out.
+pub(crate) fn by_label(text: &str, name: &str, key: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (labels, value) in samples(text, name) {
+        if let Some(v) = label(labels, key) {
+            *out.entry(v.to_owned()).or_default() += value as u64;
+        }
+    }
+    out
+}
+
 /// The value of label `key` in the label text `labels` (`method="GET",resource="x"`).
 fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
     labels.split(',').find_map(|pair| {
@@ -144,5 +156,19 @@ plain 4
             ]
         );
         assert!(writes_by_resource(TEXT, "req_total").is_empty());
+    }
+
+    #[test]
+    fn counters_are_broken_down_by_a_label() {
+        let by_resource = by_label(TEXT, "res_total", "resource");
+        assert_eq!(
+            by_resource.into_iter().collect::<Vec<_>>(),
+            [
+                ("appservices/status".to_owned(), 4),
+                ("deployments".to_owned(), 7),
+                ("events".to_owned(), 0)
+            ]
+        );
+        assert!(by_label(TEXT, "req_total", "resource").is_empty());
     }
 }

@@ -145,6 +145,12 @@ impl Context {
         self.levels.get(&app.namespace()?)
     }
 
+    /// Whether `app`'s namespace is being deleted.
+    fn namespace_terminating(&self, app: &AppService) -> bool {
+        app.namespace()
+            .is_some_and(|ns| self.levels.terminating(&ns))
+    }
+
     /// Waits until the caches have listed once, so pruning sees every child.
     async fn caches_synced(&self) {
         // NB: fails only if the sender is gone, i.e. during shutdown.
@@ -307,6 +313,10 @@ pub async fn run(
                 Ok((app, _)) => debug!(name = %app.name, "reconciled"),
                 // NB: reconcile errors are logged by error_policy.
                 Err(controller::Error::ReconcilerFailed(..)) => {}
+                // NB: routine when an AppService goes: its children's deletions trigger it.
+                Err(controller::Error::ObjectNotFound(app)) => {
+                    debug!(%app, "AppService gone before its reconcile");
+                }
                 Err(err) => warn!(error = %error_chain(&err), "controller error"),
             }
         })

@@ -54,6 +54,14 @@ pub async fn reconcile(app: Arc<AppService>, ctx: Arc<Context>) -> Result<Action
         return Ok(Action::await_change());
     }
     ctx.caches_synced().await;
+    if ctx.namespace_terminating(&app) {
+        // NB: the namespace controller deletes the children before the AppService, and the API
+        // server refuses to create anything in the namespace: re-applying them (and reporting
+        // each refusal) would only fight the deletion.
+        debug!("namespace being deleted; nothing applied");
+        ctx.per_app.forget(&app);
+        return Ok(Action::await_change());
+    }
     // NB: the cache may not show the status the last reconcile wrote yet; start from that one.
     let app = ctx.per_app.written.latest(app);
 

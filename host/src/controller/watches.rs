@@ -84,14 +84,23 @@ impl SyncTracker {
     }
 }
 
-/// Watch `name`'s `events`, each error logged and counted in `metrics` and followed by a pause
-/// before the watch's next try ([`WatchBackoff`]).
+/// Watch `name`'s `events`, the objects they carry counted in `metrics`, each error logged and
+/// counted there and followed by a pause before the watch's next try ([`WatchBackoff`]).
 fn retried<K>(
     events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
     name: &'static str,
     metrics: Metrics,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send {
+    let delivered = metrics.watch_events(name);
     events
+        .inspect_ok(move |event| {
+            if let watcher::Event::Apply(_)
+            | watcher::Event::InitApply(_)
+            | watcher::Event::Delete(_) = event
+            {
+                delivered.inc();
+            }
+        })
         .inspect_err(move |error| {
             metrics.watch_error(name);
             warn!(watch = name, error = %error_chain(error), "watch failed; retrying");
