@@ -226,21 +226,9 @@ async fn main() -> anyhow::Result<()> {
         "  API requests           {:>8}   ({by_method})",
         run.requests_by_method.iter().sum::<u64>()
     );
-    let writes = run
-        .writes
-        .iter()
-        .map(|(kind, n)| format!("{kind} {n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let per_app = run.writes.values().sum::<u64>() as f64 / args.count.max(1) as f64;
+    let (per_app, writes) = per_app_and_breakdown(&run.writes, args.count);
     println!("  writes per AppService  {per_app:>8.2}   ({writes})");
-    let events = run
-        .watch_events
-        .iter()
-        .map(|(watch, n)| format!("{watch} {n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let per_app = run.watch_events.values().sum::<u64>() as f64 / args.count.max(1) as f64;
+    let (per_app, events) = per_app_and_breakdown(&run.watch_events, args.count);
     println!("  watch events per AppService {per_app:>3.2}   ({events})");
     println!(
         "  peak RSS               {:>8.1} MiB",
@@ -274,6 +262,17 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The sum of `counts` per AppService of `count`, and the counts as `key n, key n`.
+fn per_app_and_breakdown(counts: &BTreeMap<String, u64>, count: usize) -> (f64, String) {
+    let breakdown = counts
+        .iter()
+        .map(|(key, n)| format!("{key} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let per_app = counts.values().sum::<u64>() as f64 / count.max(1) as f64;
+    (per_app, breakdown)
 }
 
 /// The 1, 5 and 15 minute load averages, to judge how busy the machine was.
