@@ -62,8 +62,9 @@ impl<K: Resource<DynamicType = ()>> Default for OwnerIndex<K> {
 }
 
 impl<K: Resource<DynamicType = ()>> OwnerIndex<K> {
-    /// Updates the index for one watch event.
-    pub fn apply_watcher_event(&self, event: &watcher::Event<K>) {
+    /// Updates the index for one watch event. Returns the controller uids of the children a
+    /// re-list no longer shows: deleted while the watch was away, with no deletion event.
+    pub fn apply_watcher_event(&self, event: &watcher::Event<K>) -> Vec<String> {
         let mut index = self.lock();
         match event {
             watcher::Event::Apply(obj) => index.live.insert(obj),
@@ -76,10 +77,20 @@ impl<K: Resource<DynamicType = ()>> OwnerIndex<K> {
             }
             watcher::Event::InitDone => {
                 if let Some(relisted) = index.relisting.take() {
-                    index.live = relisted;
+                    let old = std::mem::replace(&mut index.live, relisted);
+                    let mut gone: Vec<String> = old
+                        .owner_of
+                        .into_iter()
+                        .filter(|(child, _)| !index.live.owner_of.contains_key(child))
+                        .map(|(_, owner)| owner)
+                        .collect();
+                    gone.sort_unstable();
+                    gone.dedup();
+                    return gone;
                 }
             }
         }
+        Vec::new()
     }
 
     fn lock(&self) -> MutexGuard<'_, Index<K>> {
@@ -177,7 +188,7 @@ mod tests {
         let owners = OwnerIndex::default();
         for event in events {
             writer.apply_watcher_event(event);
-            owners.apply_watcher_event(event);
+            let _ = owners.apply_watcher_event(event);
         }
         Cache::new(writer.as_reader(), owners)
     }
@@ -222,14 +233,15 @@ mod tests {
         let (owners, mut writer) = (c.owners.clone(), Writer::<Service>::default());
         for event in [Init, InitApply(service("d", Some("u1")))] {
             writer.apply_watcher_event(&event);
-            owners.apply_watcher_event(&event);
+            assert!(owners.apply_watcher_event(&event).is_empty());
         }
         assert_eq!(
             owners.lock().live.owned.len(),
             1,
             "old index until InitDone"
         );
-        owners.apply_watcher_event(&InitDone);
+        // b (of u2) is gone from the re-list: deleted while the watch was away.
+        assert_eq!(owners.apply_watcher_event(&InitDone), ["u2"]);
         writer.apply_watcher_event(&InitDone);
         let relisted = Cache::new(writer.as_reader(), owners);
         assert_eq!(names(relisted.controlled_by("u1")), ["d"]);

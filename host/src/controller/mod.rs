@@ -30,7 +30,7 @@ use futures::{Stream, StreamExt};
 use kube::api::ListParams;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -239,6 +239,7 @@ pub async fn run(
         metrics.clone(),
     );
     let own_writes = Arc::<echo::OwnWrites>::default();
+    let (vanished, owners_of_vanished) = futures::channel::mpsc::unbounded();
     let (deployments, deployment_stream) = watches::children::<view::DeploymentView>(
         &client,
         ns,
@@ -246,6 +247,7 @@ pub async fn run(
         ChildKind::Deployment,
         own_writes.clone(),
         metrics.clone(),
+        vanished.clone(),
     );
     let (services, service_stream) = watches::children::<view::ServiceView>(
         &client,
@@ -254,6 +256,7 @@ pub async fn run(
         ChildKind::Service,
         own_writes.clone(),
         metrics.clone(),
+        vanished,
     );
     let (namespace_store, namespace_stream) =
         watches::namespaces(&client, ns, tracker.clone(), metrics.clone());
@@ -282,6 +285,7 @@ pub async fn run(
     info!(concurrency, ?debounce, "controller starting");
     // NB: a namespace's enforce label changing re-renders its AppServices under the new level.
     let apps_in = app_store.clone();
+    let apps_by_uid = app_store.clone();
     let mut controller = Controller::for_stream(app_stream, app_store)
         .owns_stream(deployment_stream)
         .owns_stream(service_stream)
@@ -298,6 +302,7 @@ pub async fn run(
         controller = controller.reconcile_all_on(swapped);
     }
     controller = controller.reconcile_on(failed_on_return(unreachable_since, ctx.clone()));
+    controller = controller.reconcile_on(apps_of(owners_of_vanished, apps_by_uid));
     controller
         .with_config(
             controller::Config::default()
@@ -323,6 +328,28 @@ pub async fn run(
         .await;
     info!("controller stopped");
     Ok(())
+}
+
+/// The AppServices with the uids of each batch of `uids`, found in `apps`.
+///
+/// NB: a child deleted while its watch was away (an outage, a 410 Gone) shows only as missing
+/// from the re-list, with no event: its owner's reconcile, triggered by the other children of
+/// the re-list, may already have run on the cache from before it, and nothing else would
+/// trigger one until the resync.
+fn apps_of(
+    uids: impl Stream<Item = Vec<String>> + Send + 'static,
+    apps: Store<AppService>,
+) -> impl Stream<Item = ObjectRef<AppService>> + Send + 'static {
+    uids.flat_map(move |uids| {
+        let uids: std::collections::HashSet<String> = uids.into_iter().collect();
+        let owners: Vec<_> = apps
+            .state()
+            .iter()
+            .filter(|app| app.uid().is_some_and(|uid| uids.contains(&uid)))
+            .map(|app| ObjectRef::from_obj(&**app))
+            .collect();
+        futures::stream::iter(owners)
+    })
 }
 
 #[cfg(test)]

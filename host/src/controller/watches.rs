@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
+use futures::channel::mpsc::UnboundedSender;
 use futures::{Stream, StreamExt, TryStreamExt, future};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Namespace;
@@ -167,7 +168,9 @@ fn unparsed(event: watcher::Event<ParsedAppService>) -> watcher::Event<AppServic
 /// A cache of the operator-managed children of kind `kind` (`K`), indexed by owner, and the
 /// stream that keeps it, which also triggers a reconcile of the owner on the changes that can
 /// matter to it ([`Triggers`]: deletions included; not the echoes of the operator's own applies,
-/// `own_writes`, nor updates of nothing a reconcile reads), counted in `metrics`.
+/// `own_writes`, nor updates of nothing a reconcile reads), counted in `metrics`. After a
+/// re-list, the uids of the owners of children it no longer shows (deleted while the watch was
+/// away, which no event reports) go to `vanished`.
 pub(super) fn children<K>(
     client: &Client,
     namespace: Option<&str>,
@@ -175,6 +178,7 @@ pub(super) fn children<K>(
     kind: ChildKind,
     own_writes: Arc<OwnWrites>,
     metrics: Metrics,
+    vanished: UnboundedSender<Vec<String>>,
 ) -> (
     Cache<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -198,7 +202,16 @@ where
     // NB: the views parse no managedFields ([`super::view`]).
     .reflect(writer)
     .inspect_ok(move |event| {
-        index.apply_watcher_event(event);
+        let gone = index.apply_watcher_event(event);
+        if !gone.is_empty() {
+            info!(
+                watch = kind.plural(),
+                owners = gone.len(),
+                "children gone from the re-list (deleted while the watch was away); reconciling their owners"
+            );
+            // NB: fails only once the controller, which reads the other end, has stopped.
+            let _ = vanished.unbounded_send(gone);
+        }
         own_writes.observe(kind, event);
     })
     .inspect_ok(SyncTracker::on_listed(tracker, kind.plural()))
