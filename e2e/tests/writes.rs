@@ -241,9 +241,9 @@ async fn a_resync_of_an_unchanged_fleet_writes_nothing() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The namespace controller deletes the children before their AppServices, and the API server
-/// refuses to create anything in a namespace being deleted: the operator must not re-apply them
-/// (nor report each refusal in an Event and a status).
+/// The namespace controller deletes the children before their AppServices (usually), and the API
+/// server refuses to create anything in a namespace being deleted: the operator must not
+/// re-apply them (nor report each refusal in an Event and a status).
 #[tokio::test]
 async fn a_namespace_being_deleted_gets_nothing_written() -> anyhow::Result<()> {
     let client = client().await?;
@@ -276,13 +276,12 @@ async fn a_namespace_being_deleted_gets_nothing_written() -> anyhow::Result<()> 
         .filter(|((method, _), _)| *method != "GET")
         .map(|(key, count)| count - before.get(key).copied().unwrap_or_default())
         .sum();
-    assert!(
-        operator.metrics.reconciles.get() > reconciles_before,
-        "the children's deletions triggered no reconcile"
-    );
+    // NB: the namespace controller deleted the children before the AppServices in most runs
+    // (then each deletion triggers a reconcile, which must write nothing), but not in every one.
+    let reconciled = operator.metrics.reconciles.get() - reconciles_before;
     assert_eq!(
         written, 0,
-        "written while the namespace went: {before:?} -> {after:?}"
+        "written while the namespace went ({reconciled} reconciles): {before:?} -> {after:?}"
     );
     Ok(())
 }
