@@ -14,7 +14,7 @@
 # Cold, the musl release build dominates (see docs/development.md); crane and the registry are
 # built from Go modules on first use and cached.
 #
-# Environment: CARGO (default cargo), SIZE_LIMIT_MIB (default 24; the image is 14.5 MiB).
+# Environment: CARGO (default cargo), SIZE_LIMIT_MIB (default 24; the image is 16.6 MiB).
 #
 # Usage: hack/image-test.sh
 set -euo pipefail
