@@ -6,8 +6,8 @@
 //! response buffers, decoded watch events, rendered children). In the image's static musl
 //! binary, musl's allocator took about a fifth of the operator's CPU samples at 1000
 //! AppServices (glibc's about a twelfth of a glibc build's); with jemalloc the operator used
-//! 0.87x the CPU of the same musl build and 0.93x of the glibc one, for about 2 MiB more peak RSS
-//! and 1.5 MiB more idle (docs/development.md, "The allocator").
+//! 0.89x the CPU of the same musl build and 0.91x of the glibc one, for about 1 MiB more peak RSS
+//! and 1.5 MiB more idle than with musl's (docs/development.md, "The allocator").
 //!
 //! Configured for one busy thread: one arena (the async runtime is one thread; guest calls on the
 //! blocking pool share it through their thread caches), freed pages returned after 1 s
