@@ -18,6 +18,7 @@ pub mod oci;
 pub mod operator;
 pub mod reachability;
 pub mod readiness;
+pub mod runtime;
 pub mod scope;
 pub mod server;
 pub mod stamp;

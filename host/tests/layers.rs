@@ -15,13 +15,14 @@ use std::path::{Path, PathBuf};
 /// layers before its own; a new module must be placed here.
 const LAYERS: &[&[&str]] = &[
     // Foundations: constants, text and timing helpers, the scope of the API calls, the
-    // process's memory.
+    // process's memory, the async runtime.
     &[
         "backoff",
         "code_pages",
         "consts",
         "heap",
         "memory",
+        "runtime",
         "scope",
         "telemetry",
         "text",

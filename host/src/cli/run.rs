@@ -123,6 +123,12 @@ pub struct Args {
     /// AppService (its children's status updates come in bursts) before it runs (0: at once).
     #[arg(long, env = "APP_OPERATOR_RECONCILE_DEBOUNCE_MS", default_value_t = controller::DEFAULT_DEBOUNCE.as_millis() as u64)]
     pub reconcile_debounce_ms: u64,
+    /// How long, in milliseconds, the operator's one thread waits when it has nothing left to
+    /// run before it sleeps, so that the answers and watch events arriving meanwhile wake it
+    /// once rather than once each (0: it sleeps at once). The price is up to this much latency
+    /// for each; nothing runnable waits.
+    #[arg(long, env = "APP_OPERATOR_WAKE_PAUSE_MS", default_value_t = crate::runtime::DEFAULT_WAKE_PAUSE.as_millis() as u64)]
+    pub wake_pause_ms: u64,
     /// Longest time a request to the API server other than a watch may take, in seconds; one
     /// that takes longer fails and counts as the API server being unreachable.
     #[arg(long, env = "APP_OPERATOR_API_TIMEOUT_SECS", default_value_t = reachability::DEFAULT_REQUEST_TIMEOUT.as_secs())]

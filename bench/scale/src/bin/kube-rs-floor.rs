@@ -51,11 +51,16 @@ struct Ctx {
     deployments: Store<Deployment>,
 }
 
-// NB: one thread, as app-operator's binary runs (its `main`): the floor is the least this
-// client stack costs, so it runs the way that costs least.
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
+// NB: on app-operator's runtime (one thread that waits a moment before it sleeps,
+// `app_operator::runtime`), as its `run` is: the floor is the least this client stack costs, so
+// it runs the way that costs least.
+fn main() -> anyhow::Result<()> {
     let args = <Args as clap::Parser>::parse();
+    app_operator::runtime::build(app_operator::runtime::DEFAULT_WAKE_PAUSE)?.block_on(run(args))
+}
+
+/// The floor's work until the process is stopped.
+async fn run(args: Args) -> anyhow::Result<()> {
     let mut registry = metrics::registry();
     let metrics = Metrics::register(&mut registry);
     let client = Connection::default().client(Some(&metrics)).await?;
