@@ -15,9 +15,7 @@ fn the_thread_pauses_before_it_sleeps_never_while_work_is_runnable() {
     let pause = Duration::from_millis(100);
     let paused = runtime::build(pause).expect("runtime");
     let (slept, handed) = paused.block_on(async {
-        let start = Instant::now();
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        let slept = start.elapsed();
+        let slept = one_ms_timer().await;
 
         // NB: 1000 hand-offs between two tasks; pausing at each would take 100 s.
         let (to_echo, mut echo_rx) = tokio::sync::mpsc::channel::<u32>(1);
@@ -42,9 +40,7 @@ fn the_thread_pauses_before_it_sleeps_never_while_work_is_runnable() {
     // NB: while work off the thread is awaited, the thread sleeps at once.
     let awaited = paused.block_on(async {
         let _awaiting = runtime::awaiting();
-        let start = Instant::now();
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        start.elapsed()
+        one_ms_timer().await
     });
     assert!(
         awaited < pause,
@@ -53,13 +49,16 @@ fn the_thread_pauses_before_it_sleeps_never_while_work_is_runnable() {
     assert!(handed < pause * 100, "1000 hand-offs took {handed:?}");
 
     let unpaused = runtime::build(Duration::ZERO).expect("runtime");
-    let slept = unpaused.block_on(async {
-        let start = Instant::now();
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        start.elapsed()
-    });
+    let slept = unpaused.block_on(one_ms_timer());
     assert!(
         slept < pause,
         "without a pause a 1 ms timer fired after {slept:?}"
     );
+}
+
+/// How long a 1 ms timer took to fire.
+async fn one_ms_timer() -> Duration {
+    let start = Instant::now();
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    start.elapsed()
 }
