@@ -15,7 +15,7 @@
 //! The price is latency: what arrives during a pause waits for its end (what arrives while the
 //! thread sleeps wakes it at once), and timers fire up to a pause late. Nothing runnable waits:
 //! the thread pauses only when it has nothing to run, and not while it awaits a guest call on the
-//! blocking pool ([`awaiting`]), whose result is due in well under a pause: a swap's dry run
+//! blocking pool ([`blocking`]), whose result is due in well under a pause: a swap's dry run
 //! renders every AppService, four at a time, and paused after each four it took 2.9 s for 1000
 //! instead of 0.4 s.
 
@@ -48,6 +48,15 @@ impl Drop for Awaiting {
     fn drop(&mut self) {
         AWAITED.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Runs `work` on the blocking pool and awaits its result, the thread not pausing meanwhile
+/// ([`Awaiting`]): for work whose result is due in well under a pause (a guest call, a compile).
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let _awaiting = awaiting();
+    tokio::task::spawn_blocking(work).await
 }
 
 /// A runtime of one thread, with every driver, that waits `pause` before each sleep (none:

@@ -315,8 +315,7 @@ impl Runtime {
         work: fn(&Runtime, &[u8]) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let this = self.clone();
-        let _awaiting = crate::runtime::awaiting();
-        tokio::task::spawn_blocking(move || work(&this, wasm.as_ref()))
+        crate::runtime::blocking(move || work(&this, wasm.as_ref()))
             .await
             .map_err(Error::Task)?
     }
@@ -425,9 +424,7 @@ impl Policy {
             .expect("the guest semaphore is never closed");
         let input = bindings::to_input(app);
         let this = self.clone();
-        // NB: a guest call's result is due in well under the runtime's pause.
-        let _awaiting = crate::runtime::awaiting();
-        tokio::task::spawn_blocking(move || {
+        crate::runtime::blocking(move || {
             let _permit = permit;
             this.render_input(&input, namespace)
         })
