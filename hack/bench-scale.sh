@@ -2,7 +2,8 @@
 # Scale benchmark (`make bench-scale`): COUNT AppServices (default 1000) created at once on the
 # local control plane. First ROUNDS rounds (default 3) side by side with the Go seed operator
 # (bench/peers/go-seed, built by hack/controlplane/build-go-seed.sh): time to children, to
-# statuses, CPU, peak RSS and API requests of each, and the ratios. Then, on app-operator only:
+# statuses, CPU, peak RSS and API requests of each, and the ratios, beside the cluster's limit
+# (the benchmark writing each AppService's children and status itself). Then, on app-operator only:
 # convergence times, reconcile p50/p99, the operator's API requests and peak RSS, the API
 # server's own apply rate for the same objects with no operator (for the ratio), and two guest
 # swaps. Starts the control plane when none is running and stops what it started at the end.

@@ -40,7 +40,7 @@ pub(crate) async fn run(
     let writes = objects.len();
     let started = Instant::now();
     stream::iter(objects)
-        .map(|object| apply(client, ns.name(), object))
+        .map(|object| apply(client, ns.name(), "bench-baseline", object))
         .buffer_unordered(concurrency)
         .try_collect::<Vec<()>>()
         .await?;
@@ -49,7 +49,13 @@ pub(crate) async fn run(
     Ok(Baseline { writes, elapsed })
 }
 
-async fn apply(client: &Client, ns: &str, object: DesiredObject) -> anyhow::Result<()> {
+/// Server-side applies `object` in `ns` as field manager `manager`, forced.
+pub(crate) async fn apply(
+    client: &Client,
+    ns: &str,
+    manager: &str,
+    object: DesiredObject,
+) -> anyhow::Result<()> {
     let (group, version) = match object.api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", object.api_version.as_str()),
@@ -58,7 +64,7 @@ async fn apply(client: &Client, ns: &str, object: DesiredObject) -> anyhow::Resu
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
     api.patch(
         &object.name,
-        &PatchParams::apply("bench-baseline").force(),
+        &PatchParams::apply(manager).force(),
         &Patch::Apply(&object.body),
     )
     .await

@@ -2,7 +2,8 @@
 //! reconciled by the operator binary running as a separate process. First rounds side by side
 //! with the Go seed operator (`rounds`): in each, both create the children of the same
 //! AppServices, alone on the cluster one after the other, with times, CPU, peak RSS and API
-//! requests for both and the ratios. Then, on app-operator only: the time until every AppService
+//! requests for both and the ratios, beside the cluster's limit (`limit`: the benchmark writing
+//! the children and statuses itself). Then, on app-operator only: the time until every AppService
 //! has its children applied and until every one is Ready, reconcile p50/p99, the API requests
 //! the operator made, its peak RSS, and the API server's own write rate for the same objects
 //! with no operator, for the ratio; then it swaps the guest through the guest ConfigMap and
@@ -12,6 +13,7 @@
 mod baseline;
 mod contender;
 mod control_plane;
+mod limit;
 mod prom;
 mod rounds;
 mod swap;

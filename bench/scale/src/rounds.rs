@@ -1,8 +1,9 @@
 //! Rounds side by side: in each, the Go seed operator, the kube-rs floor (when built) and
 //! app-operator create the children of the same COUNT AppServices, each alone on the cluster in a
-//! fresh namespace of its own; the order alternates (odd rounds: Go seed, floor, app-operator;
-//! even rounds the reverse). A table per round, then the median of each figure over the rounds and
-//! the ratios to the Go seed.
+//! fresh namespace of its own, and so does the cluster's [limit](crate::limit) (the benchmark
+//! writing the children and statuses itself, with no operator); the order alternates (odd
+//! rounds: Go seed, floor, app-operator, limit; even rounds the reverse). A table per round,
+//! then the median of each figure over the rounds and the ratios to the Go seed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -10,11 +11,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use app_operator::crd::AppService;
+use app_operator::guest;
 use app_operator_e2e::TestNamespace;
 use kube::Client;
 
 use crate::contender::Contender;
 use crate::control_plane;
+use crate::limit;
 use crate::prom::{self, METHODS};
 use crate::{Args, Stores, create_apps, delete_namespace, http_get, load_average};
 use app_operator_e2e::process::OperatorProcess;
@@ -25,6 +28,8 @@ enum Which {
     GoSeed = 0,
     Floor = 1,
     Ours = 2,
+    /// No operator: the benchmark writes what an operator must ([`limit`]).
+    Limit = 3,
 }
 
 impl Which {
@@ -34,12 +39,13 @@ impl Which {
             Which::GoSeed => "go-seed",
             Which::Floor => "kube-rs-floor",
             Which::Ours => "app-operator",
+            Which::Limit => "limit",
         }
     }
 }
 
 /// Each contender's figures, one per round it ran, indexed by [`Which`].
-type Runs = [Vec<Figures>; 3];
+type Runs = [Vec<Figures>; 4];
 
 /// What one contender's run measured, each figure read when the last of the times is reached.
 struct Figures {
@@ -48,6 +54,22 @@ struct Figures {
     /// Until every AppService has a status with observedGeneration = generation; `None` for an
     /// operator that writes no status.
     statuses: Option<Duration>,
+    /// The operator process's own figures; `None` for the limit, which has none.
+    process: Option<Process>,
+    /// API requests by method, in the order of [`METHODS`].
+    requests: [u64; 5],
+    /// Writes by method and resource (`"PATCH deployments"`); empty for the Go seed, whose
+    /// counter has no resource label.
+    writes: BTreeMap<String, u64>,
+    /// CPU seconds the control plane's processes used from the creation of the AppServices
+    /// until every child existed.
+    control_plane_children: f64,
+    /// The same, by component, until the run's end (children and, for app-operator, statuses).
+    control_plane: control_plane::Sample,
+}
+
+/// What one operator process used.
+struct Process {
     /// CPU seconds (user + system) the operator used from its start, with its waited children.
     cpu_secs: f64,
     /// Of those, the CPU seconds used until its `/readyz` answered, before any AppService
@@ -59,15 +81,17 @@ struct Figures {
     /// data, shared libraries) when the run ended, KiB: what the peak is made of, as RSS grows
     /// throughout a burst.
     rss_at_end_kib: RssParts,
-    /// API requests by method, in the order of [`METHODS`].
-    requests: [u64; 5],
-    /// Writes by method and resource (`"PATCH deployments"`); empty for the Go seed, whose
-    /// counter has no resource label.
-    writes: BTreeMap<String, u64>,
-    /// CPU seconds the control plane's processes used from the creation of the AppServices
-    /// until every child existed.
+}
+
+/// When every child and every status existed, and the control plane's CPU until then.
+struct Times {
+    /// Until every AppService has its Deployment and Service.
+    children: Duration,
+    /// Until every AppService has a status for its generation, if the contender writes one.
+    statuses: Option<Duration>,
+    /// The control plane's CPU seconds until every child existed.
     control_plane_children: f64,
-    /// The same, by component, until the run's end (children and, for app-operator, statuses).
+    /// The same, by component, until the end (children and statuses).
     control_plane: control_plane::Sample,
 }
 
@@ -89,7 +113,7 @@ pub(crate) async fn run(
 ) -> anyhow::Result<()> {
     let load_start = load_average();
     let mut runs: Runs = Default::default();
-    let contenders: Vec<Which> = [Which::GoSeed, Which::Floor, Which::Ours]
+    let contenders: Vec<Which> = [Which::GoSeed, Which::Floor, Which::Ours, Which::Limit]
         .into_iter()
         .filter(|w| *w != Which::Floor || args.floor.is_some())
         .collect();
@@ -137,6 +161,15 @@ async fn one(
     round: usize,
 ) -> anyhow::Result<Figures> {
     let ns = TestNamespace::create(client, "bench-rounds").await?;
+    if which == Which::Limit {
+        let figures = measure_limit(client, args, ns.name(), apps).await;
+        let deleted = delete_namespace(client, ns).await?;
+        eprintln!(
+            "  round {round}, limit: done; namespace gone {:.1} s after its deletion",
+            deleted.as_secs_f64()
+        );
+        return figures;
+    }
     let contender = match which {
         Which::GoSeed => Contender::go_seed(go_seed, args, ns.name()),
         Which::Floor => Contender::floor(
@@ -147,6 +180,7 @@ async fn one(
             ns.name(),
         ),
         Which::Ours => Contender::app_operator(args, ns.name()),
+        Which::Limit => unreachable!("the limit runs no process"),
     };
     let log = format!("bench-scale-round{round}-{}.log", contender.name);
     let mut operator = contender.spawn(Path::new(&log))?;
@@ -172,15 +206,101 @@ async fn measure(
     operator.wait_ready(Duration::from_secs(60)).await?;
     let ready_cpu_secs = operator.cpu_seconds()?;
     let stores = Stores::watch(client, ns).await?;
-    let count = apps.len();
     let control_plane_start = control_plane::Sample::take()?;
     let started = Instant::now();
     create_apps(client, ns, apps.to_vec(), args.concurrency).await?;
+    let times = until_written(
+        &stores,
+        args,
+        (contender.name, contender.writes_status),
+        (started, &control_plane_start),
+        || operator.check_alive(),
+    )
+    .await?;
+    let process = Process {
+        cpu_secs: operator.cpu_seconds()?,
+        ready_cpu_secs,
+        peak_rss_kib: operator.peak_rss_kib()?,
+        rss_at_end_kib: RssParts {
+            anon: operator.status_kib("RssAnon")?,
+            file: operator.status_kib("RssFile")?,
+        },
+    };
+    let metrics = http_get(&contender.metrics_addr, "/metrics").await?;
+    Ok(Figures {
+        children: times.children,
+        statuses: times.statuses,
+        process: Some(process),
+        requests: prom::by_method(&metrics, contender.requests_metric),
+        writes: prom::writes_by_resource(&metrics, contender.requests_metric),
+        control_plane_children: times.control_plane_children,
+        control_plane: times.control_plane,
+    })
+}
+
+/// The [`limit`]'s run in `ns`: the default guest loaded in this process, then the AppServices
+/// created and their children and statuses written by the benchmark, timed as an operator's.
+async fn measure_limit(
+    client: &Client,
+    args: &Args,
+    ns: &str,
+    apps: &[AppService],
+) -> anyhow::Result<Figures> {
+    let runtime = guest::Runtime::new(guest::Config::default())?;
+    let policy = runtime.load_default().await?;
+    let stores = Stores::watch(client, ns).await?;
+    let control_plane_start = control_plane::Sample::take()?;
+    let started = Instant::now();
+    let written = limit::write(
+        client.clone(),
+        ns.to_owned(),
+        apps.to_vec(),
+        policy,
+        args.concurrency,
+    );
+    let watched = until_written(
+        &stores,
+        args,
+        ("limit", true),
+        (started, &control_plane_start),
+        || Ok(()),
+    );
+    let ((), times) = tokio::try_join!(written, watched)?;
+    let count = apps.len() as u64;
+    let mut requests = [0; 5];
+    let patch = METHODS.iter().position(|m| *m == "PATCH");
+    requests[patch.expect("PATCH is a method")] = count * limit::WRITES.len() as u64;
+    Ok(Figures {
+        children: times.children,
+        statuses: times.statuses,
+        process: None,
+        requests,
+        writes: limit::WRITES
+            .iter()
+            .map(|w| ((*w).to_owned(), count))
+            .collect(),
+        control_plane_children: times.control_plane_children,
+        control_plane: times.control_plane,
+    })
+}
+
+/// Watches `stores` until every AppService of the round has its children and, when `contender`
+/// (name, writes a status) writes one, a status for its generation; times from `since` (the
+/// start, the control plane's CPU then). `alive` fails when the contender died.
+async fn until_written(
+    stores: &Stores,
+    args: &Args,
+    contender: (&str, bool),
+    since: (Instant, &control_plane::Sample),
+    mut alive: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<Times> {
+    let ((name, writes_status), (started, control_plane_start)) = (contender, since);
+    let count = args.count;
     let deadline = started + Duration::from_secs(args.timeout_secs);
     let (mut children, mut statuses) = (None, None);
     let mut control_plane_children = None;
     loop {
-        operator.check_alive()?;
+        alive()?;
         let with_children = stores.with_children();
         let observed = stores
             .apps
@@ -195,73 +315,65 @@ async fn measure(
         if children.is_none() && with_children == count {
             children = Some(started.elapsed());
             control_plane_children =
-                Some(control_plane::Sample::take()?.since(&control_plane_start));
+                Some(control_plane::Sample::take()?.since(control_plane_start));
         }
         if statuses.is_none() && observed == count {
             statuses = Some(started.elapsed());
         }
-        if children.is_some() && (statuses.is_some() || !contender.writes_status) {
+        if children.is_some() && (statuses.is_some() || !writes_status) {
             break;
         }
         if Instant::now() > deadline {
             bail!(
-                "{}: timed out: {with_children}/{count} with children, {observed}/{count} statuses",
-                contender.name
+                "{name}: timed out: {with_children}/{count} with children, {observed}/{count} statuses"
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let cpu_secs = operator.cpu_seconds()?;
-    let control_plane = control_plane::Sample::take()?.since(&control_plane_start);
-    let peak_rss_kib = operator.peak_rss_kib()?;
-    let rss_at_end_kib = RssParts {
-        anon: operator.status_kib("RssAnon")?,
-        file: operator.status_kib("RssFile")?,
-    };
-    let metrics = http_get(&contender.metrics_addr, "/metrics").await?;
-    Ok(Figures {
+    Ok(Times {
         children: children.expect("loop ends when set"),
-        statuses: statuses.filter(|_| contender.writes_status),
-        cpu_secs,
-        ready_cpu_secs,
-        peak_rss_kib,
-        rss_at_end_kib,
-        requests: prom::by_method(&metrics, contender.requests_metric),
-        writes: prom::writes_by_resource(&metrics, contender.requests_metric),
+        statuses: statuses.filter(|_| writes_status),
         control_plane_children: control_plane_children.expect("loop ends when set").total(),
-        control_plane,
+        control_plane: control_plane::Sample::take()?.since(control_plane_start),
     })
 }
 
 /// Prints the median of each figure over each contender's `runs` (one round: its figures) for
-/// `count` AppServices, a contender that did not run shown `-`, and with `ratio` the ratios
-/// app-operator / go-seed and kube-rs floor / go-seed.
-fn print_table(runs: [&[Figures]; 3], count: usize, ratio: bool) {
-    let [go, floor, ours] = runs;
+/// `count` AppServices, a contender that did not run (or a figure it does not have) shown
+/// `-`, and with `ratio` the ratios app-operator / go-seed, kube-rs floor / go-seed and limit /
+/// go-seed.
+fn print_table(runs: [&[Figures]; 4], count: usize, ratio: bool) {
+    let [go, floor, ours, limit] = runs;
     println!(
-        "  {:<28}{:>12}{:>15}{:>14}{}",
+        "  {:<28}{:>12}{:>15}{:>14}{:>10}{}",
         "",
         "go-seed",
         "kube-rs-floor",
         "app-operator",
-        if ratio { "   ours/go  floor/go" } else { "" }
+        "limit",
+        if ratio {
+            "   ours/go  floor/go  limit/go"
+        } else {
+            ""
+        }
     );
     let row = |label: &str, unit: Unit, of: &dyn Fn(&Figures) -> Option<f64>| {
-        let [g, f, o] = [go, floor, ours].map(|r| median(r.iter().map(of)));
+        let [g, f, o, l] = [go, floor, ours, limit].map(|r| median(r.iter().map(of)));
         let over_go = |x: Option<f64>| match (g, x) {
             (Some(g), Some(x)) if g > 0.0 => format!("{:>10.2}", x / g),
             _ => format!("{:>10}", "-"),
         };
         let ratios = if ratio {
-            format!("{}{}", over_go(o), over_go(f))
+            format!("{}{}{}", over_go(o), over_go(f), over_go(l))
         } else {
             String::new()
         };
         println!(
-            "  {label:<28}{:>12}{:>15}{:>14}{ratios}",
+            "  {label:<28}{:>12}{:>15}{:>14}{:>10}{ratios}",
             unit.show(g),
             unit.show(f),
-            unit.show(o)
+            unit.show(o),
+            unit.show(l)
         );
     };
     row("all children exist", Unit::Secs, &|f| {
@@ -272,31 +384,41 @@ fn print_table(runs: [&[Figures]; 3], count: usize, ratio: bool) {
     });
     if ratio {
         let g = median(go.iter().map(|f| Some(f.children.as_secs_f64())));
-        let o = median(ours.iter().map(|f| f.statuses.map(|d| d.as_secs_f64())));
-        if let (Some(g), Some(o)) = (g, o) {
-            println!(
-                "  {:<69}{:>10.2}",
-                "  app-operator statuses / go-seed children",
-                o / g
-            );
+        for (name, runs, column) in [("app-operator", ours, 0), ("limit", limit, 20)] {
+            let s = median(runs.iter().map(|f| f.statuses.map(|d| d.as_secs_f64())));
+            if let (Some(g), Some(s)) = (g, s) {
+                let label = format!("  {name} statuses / go-seed children");
+                println!("  {label:<79}{:>w$.2}", s / g, w = 10 + column);
+            }
         }
     }
-    row("operator CPU", Unit::CpuSecs, &|f| Some(f.cpu_secs));
-    row("  until ready (start-up)", Unit::CpuSecs, &|f| {
-        Some(f.ready_cpu_secs)
-    });
-    row("  from ready (the work)", Unit::CpuSecs, &|f| {
-        Some(f.cpu_secs - f.ready_cpu_secs)
-    });
-    row("peak RSS", Unit::Mib, &|f| {
-        Some(f.peak_rss_kib as f64 / 1024.0)
-    });
-    row("  anonymous at the end", Unit::Mib, &|f| {
-        Some(f.rss_at_end_kib.anon as f64 / 1024.0)
-    });
-    row("  file-backed at the end", Unit::Mib, &|f| {
-        Some(f.rss_at_end_kib.file as f64 / 1024.0)
-    });
+    let process = |of: fn(&Process) -> f64| move |f: &Figures| f.process.as_ref().map(of);
+    row("operator CPU", Unit::CpuSecs, &process(|p| p.cpu_secs));
+    row(
+        "  until ready (start-up)",
+        Unit::CpuSecs,
+        &process(|p| p.ready_cpu_secs),
+    );
+    row(
+        "  from ready (the work)",
+        Unit::CpuSecs,
+        &process(|p| p.cpu_secs - p.ready_cpu_secs),
+    );
+    row(
+        "peak RSS",
+        Unit::Mib,
+        &process(|p| p.peak_rss_kib as f64 / 1024.0),
+    );
+    row(
+        "  anonymous at the end",
+        Unit::Mib,
+        &process(|p| p.rss_at_end_kib.anon as f64 / 1024.0),
+    );
+    row(
+        "  file-backed at the end",
+        Unit::Mib,
+        &process(|p| p.rss_at_end_kib.file as f64 / 1024.0),
+    );
     row("API requests", Unit::Count, &|f| {
         Some(f.requests.iter().sum::<u64>() as f64)
     });
@@ -331,7 +453,7 @@ fn print_table(runs: [&[Figures]; 3], count: usize, ratio: bool) {
 
 /// The keys `of` gives for any figures of any contender, once each, in order.
 fn every<'a, K: Ord, I: Iterator<Item = K>>(
-    runs: &[&'a [Figures]; 3],
+    runs: &[&'a [Figures]; 4],
     of: impl Fn(&'a Figures) -> I,
 ) -> BTreeSet<K> {
     runs.iter().flat_map(|r| r.iter()).flat_map(of).collect()
