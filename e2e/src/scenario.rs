@@ -13,7 +13,7 @@ use crate::cluster::kubeconfig_path;
 use crate::faults::{Proxy, Toxiproxy, kubeconfig_through};
 use crate::fleet::{Converged, create_all, samples, wait_converged};
 use crate::operator::install_crd;
-use crate::process::OperatorProcess;
+use crate::process::{OperatorProcess, sum_matching};
 use crate::snapshot::{Snapshot, bystanders};
 use crate::{TestNamespace, client};
 
@@ -218,14 +218,13 @@ pub struct Requests {
 }
 
 impl Requests {
-    /// What `operator`'s `/metrics` count now.
+    /// What `operator`'s `/metrics` count now, from one scrape (two could see a request
+    /// between them and count it as a write taken back).
     pub fn of(operator: &OperatorProcess) -> Self {
-        let total = operator
-            .metric_sum("app_operator_kube_requests_total")
-            .unwrap_or(0.0);
-        let gets = operator
-            .metric_sum_matching("app_operator_kube_requests_total", r#"method="GET""#)
-            .unwrap_or(0.0);
+        let metrics = operator.metrics().unwrap_or_default();
+        let of = |label| sum_matching(&metrics, "app_operator_kube_requests_total", label);
+        let total = of("").unwrap_or(0.0);
+        let gets = of(r#"method="GET""#).unwrap_or(0.0);
         Self {
             gets,
             writes: total - gets,
