@@ -161,15 +161,6 @@ async fn one(
     round: usize,
 ) -> anyhow::Result<Figures> {
     let ns = TestNamespace::create(client, "bench-rounds").await?;
-    if which == Which::Limit {
-        let figures = measure_limit(client, args, ns.name(), apps).await;
-        let deleted = delete_namespace(client, ns).await?;
-        eprintln!(
-            "  round {round}, limit: done; namespace gone {:.1} s after its deletion",
-            deleted.as_secs_f64()
-        );
-        return figures;
-    }
     let contender = match which {
         Which::GoSeed => Contender::go_seed(go_seed, args, ns.name()),
         Which::Floor => Contender::floor(
@@ -180,16 +171,30 @@ async fn one(
             ns.name(),
         ),
         Which::Ours => Contender::app_operator(args, ns.name()),
-        Which::Limit => unreachable!("the limit runs no process"),
+        Which::Limit => {
+            let figures = measure_limit(client, args, ns.name(), apps).await;
+            return after(client, ns, which, round, figures).await;
+        }
     };
     let log = format!("bench-scale-round{round}-{}.log", contender.name);
     let mut operator = contender.spawn(Path::new(&log))?;
     let figures = measure(client, args, ns.name(), apps, &contender, &mut operator).await;
     operator.terminate_timed().await?;
+    after(client, ns, which, round, figures).await
+}
+
+/// After a contender's run: its namespace deleted and waited for until gone, then `figures`.
+async fn after(
+    client: &Client,
+    ns: TestNamespace,
+    which: Which,
+    round: usize,
+    figures: anyhow::Result<Figures>,
+) -> anyhow::Result<Figures> {
     let deleted = delete_namespace(client, ns).await?;
     eprintln!(
         "  round {round}, {}: done; namespace gone {:.1} s after its deletion",
-        contender.name,
+        which.name(),
         deleted.as_secs_f64()
     );
     figures
