@@ -11,6 +11,7 @@ pub mod kubectl;
 pub mod namespace;
 pub mod operator;
 pub mod process;
+pub mod prom;
 pub mod registry;
 pub mod scenario;
 pub mod snapshot;

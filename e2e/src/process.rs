@@ -206,7 +206,7 @@ impl OperatorProcess {
     /// The sum of the samples of the metric family `name` whose labels contain `label` (e.g.
     /// `method="GET"`), if any is exposed.
     pub fn metric_sum_matching(&self, name: &str, label: &str) -> Option<f64> {
-        sum_matching(&self.metrics()?, name, label)
+        crate::prom::sum_matching(&self.metrics()?, name, label)
     }
 
     /// The operator's `/metrics` now (one scrape, for figures that must agree with each other),
@@ -405,27 +405,6 @@ fn established_to(line: &str, port: u16, inodes: &HashSet<String>) -> bool {
     fields.len() > 9 && remote_port == Some(port) && fields[3] == "01" && inodes.contains(fields[9])
 }
 
-/// The sum of the samples of the metric family `name` in the Prometheus text `metrics` whose
-/// labels contain `label` (`""`: every sample), if any.
-pub fn sum_matching(metrics: &str, name: &str, label: &str) -> Option<f64> {
-    let samples: Vec<f64> = metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let rest = l.strip_prefix(name)?;
-            let value = match rest.strip_prefix('{') {
-                Some(labelled) => {
-                    let (labels, value) = labelled.split_once("} ")?;
-                    labels.contains(label).then_some(value)?
-                }
-                None => label.is_empty().then_some(rest.strip_prefix(' ')?)?,
-            };
-            value.trim().parse().ok()
-        })
-        .collect();
-    (!samples.is_empty()).then(|| samples.iter().sum())
-}
-
 /// CPU time process `pid` has used so far, user plus system, all threads, in seconds, with
 /// that of the child processes it has waited for (app-operator's guest compiles).
 pub fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
@@ -580,20 +559,6 @@ mod tests {
             Some(gone.to_owned())
         );
         Ok(())
-    }
-
-    #[test]
-    fn metric_sums_add_the_samples_whose_labels_match_from_one_text() {
-        let metrics = "# TYPE r counter\n\
-                       r{method=\"GET\",resource=\"pods\"} 3\n\
-                       r{method=\"PATCH\",resource=\"pods\"} 5\n\
-                       r_other 7\n\
-                       u 2\n";
-        assert_eq!(sum_matching(metrics, "r", ""), Some(8.0));
-        assert_eq!(sum_matching(metrics, "r", r#"method="GET""#), Some(3.0));
-        assert_eq!(sum_matching(metrics, "r", r#"method="PUT""#), None);
-        assert_eq!(sum_matching(metrics, "u", ""), Some(2.0));
-        assert_eq!(sum_matching(metrics, "u", "x"), None);
     }
 
     #[test]

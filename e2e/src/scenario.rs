@@ -13,7 +13,8 @@ use crate::cluster::kubeconfig_path;
 use crate::faults::{Proxy, Toxiproxy, kubeconfig_through};
 use crate::fleet::{Converged, create_all, samples, wait_converged};
 use crate::operator::install_crd;
-use crate::process::{OperatorProcess, sum_matching};
+use crate::process::OperatorProcess;
+use crate::prom::sum_matching;
 use crate::snapshot::{Snapshot, bystanders};
 use crate::{TestNamespace, client};
 

@@ -2,11 +2,12 @@
 
 use std::collections::BTreeMap;
 
-/// The value of every sample of `name` (summed over labels) whose label text contains `filter`.
+use app_operator_e2e::prom::{samples, sum_matching};
+
+/// The value of every sample of `name` (summed over labels) whose label text contains `filter`;
+/// 0 when there is none.
 pub(crate) fn sum(text: &str, name: &str, filter: &str) -> f64 {
-    samples(text, name)
-        .filter(|(labels, _)| labels.contains(filter))
-        .fold(0.0, |total, (_, v)| total + v)
+    sum_matching(text, name, filter).unwrap_or(0.0)
 }
 
 /// The HTTP methods [`by_method`] counts, in its order.
@@ -91,21 +92,6 @@ pub(crate) fn quantile(text: &str, name: &str, q: f64) -> Option<f64> {
         (lower, below) = (le, count);
     }
     None
-}
-
-/// `(label text, value)` of each sample of metric `name`.
-fn samples<'a>(text: &'a str, name: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
-    text.lines().filter_map(move |line| {
-        let rest = line.strip_prefix(name)?;
-        let (labels, value) = match rest.strip_prefix('{') {
-            Some(rest) => {
-                let (labels, value) = rest.split_once("} ")?;
-                (labels, value)
-            }
-            None => ("", rest.strip_prefix(' ')?),
-        };
-        Some((labels, value.split_whitespace().next()?.parse().ok()?))
-    })
 }
 
 #[cfg(test)]
