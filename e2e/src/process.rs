@@ -191,10 +191,8 @@ impl OperatorProcess {
 
     /// The value of the metric sample `name` (e.g. `app_operator_reconciles_total`), if exposed.
     pub fn metric(&self, name: &str) -> Option<f64> {
-        let (_, body) = http_get(self.metrics_addr, "/metrics")?;
-        body.lines()
-            .filter(|l| !l.starts_with('#'))
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        crate::prom::samples(&self.metrics()?, name)
+            .find_map(|(labels, value)| labels.is_empty().then_some(value))
     }
 
     /// The sum of every sample of the metric family `name` (e.g.

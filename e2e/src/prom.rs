@@ -42,4 +42,13 @@ mod tests {
         assert_eq!(sum_matching(metrics, "u", ""), Some(2.0));
         assert_eq!(sum_matching(metrics, "u", "x"), None);
     }
+
+    #[test]
+    fn a_name_with_its_labels_finds_that_one_sample_as_unlabelled() {
+        let metrics = "r{kind=\"guest\"} 3\nr{kind=\"apply\"} 5\nr 9\n";
+        let first = |name| samples(metrics, name).find_map(|(l, v)| l.is_empty().then_some(v));
+        assert_eq!(first(r#"r{kind="apply"}"#), Some(5.0));
+        assert_eq!(first("r"), Some(9.0));
+        assert_eq!(first(r#"r{kind="none"}"#), None);
+    }
 }
